@@ -1,0 +1,58 @@
+//! The `corral` command line: argument parsing, and one module per command.
+//!
+//! Commands that need servers (`tools`, `call`, `events --standalone`) start them
+//! in-process through the supervisor, do their work, and stop them cleanly before
+//! exiting, on success, on failure and on Ctrl-C alike.
+//!
+//! Exit codes (DESIGN.md): 0 ok; 1 the operation failed (message on stderr); 2 usage or
+//! config error.
+
+mod args;
+mod commands;
+mod output;
+mod project;
+
+use std::process::ExitCode;
+
+/// A failure with the exit code it maps to.
+#[derive(Debug)]
+pub enum Failure {
+    /// Exit 1: the operation failed.
+    Op(String),
+    /// Exit 2: bad usage or config.
+    Usage(String),
+}
+
+impl Failure {
+    fn code(&self) -> u8 {
+        match self {
+            Failure::Op(_) => 1,
+            Failure::Usage(_) => 2,
+        }
+    }
+}
+
+/// Result of a command.
+pub type CmdResult = Result<(), Failure>;
+
+/// Parses the arguments, runs the command, and maps failures to exit codes.
+pub fn run() -> ExitCode {
+    let cli = <args::Cli as clap::Parser>::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("start the tokio runtime");
+    match runtime.block_on(commands::dispatch(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            let msg = match &f {
+                Failure::Op(m) | Failure::Usage(m) => m,
+            };
+            if !msg.is_empty() {
+                eprintln!("corral: {msg}");
+            }
+            ExitCode::from(f.code())
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Human output: aligned columns, colors only on a terminal, and event lines.
+
+use corral_events::Event;
+use serde_json::Value;
+use std::io::IsTerminal;
+
+/// Whether stdout gets ANSI colors.
+pub fn color_stdout() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// Rows as left-aligned columns separated by two spaces; the last column is not padded.
+pub fn table(rows: &[Vec<String>]) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let mut widths = vec![0; cols];
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(cell);
+                line.push_str(&" ".repeat(widths[i] - cell.chars().count() + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// One event as a human line, with the stderr tail indented below it.
+pub fn render_event(ev: &Event, color: bool) -> String {
+    let time = ev.ts.get(11..19).unwrap_or(&ev.ts);
+    let summary = summary(ev);
+    let (on, off) = match (color, severity(&ev.kind)) {
+        (false, _) => ("", ""),
+        (true, 2) => ("\x1b[31m", "\x1b[0m"),
+        (true, 1) => ("\x1b[33m", "\x1b[0m"),
+        (true, _) => ("\x1b[32m", "\x1b[0m"),
+    };
+    let mut out = format!(
+        "{time} {on}{:<20}{off} {:<16} {summary}",
+        ev.kind, ev.source
+    );
+    if let Some(Value::Array(tail)) = ev.data.get("stderr_tail") {
+        let (dim, undim) = if color {
+            ("\x1b[2m", "\x1b[0m")
+        } else {
+            ("", "")
+        };
+        for line in tail.iter().filter_map(Value::as_str) {
+            out.push_str(&format!("\n    {dim}{line}{undim}"));
+        }
+    }
+    out
+}
+
+fn severity(kind: &str) -> u8 {
+    match kind {
+        "server.crashed" | "server.start_failed" | "server.gave_up" => 2,
+        "server.restarting" | "server.noise" | "server.call_timeout" => 1,
+        _ => 0,
+    }
+}
+
+fn summary(ev: &Event) -> String {
+    let d = &ev.data;
+    let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("");
+    let n = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
+    match ev.kind.as_str() {
+        "server.starting" => format!("{} {}", s("command"), join_args(d.get("args"))),
+        "server.ready" => format!(
+            "{} tools, protocol {}, {} ms",
+            n("tools"),
+            s("protocol_version"),
+            n("startup_ms")
+        ),
+        "server.restarting" => format!("attempt {} in {} ms", n("attempt"), n("delay_ms")),
+        "server.noise" => format!("stdout: {}", s("line")),
+        "server.call_timeout" => format!("{} timed out after {} ms", s("tool"), n("after_ms")),
+        "server.tools_changed" => format!("{} tools", n("tools")),
+        _ => s("reason").to_owned(),
+    }
+}
+
+fn join_args(args: Option<&Value>) -> String {
+    match args {
+        Some(Value::Array(a)) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_aligns_columns() {
+        let t = table(&[
+            vec!["a".into(), "bb".into(), "c".into()],
+            vec!["long".into(), "x".into(), "".into()],
+        ]);
+        assert_eq!(t, "a     bb  c\nlong  x\n");
+    }
+
+    #[test]
+    fn event_line_includes_tail() {
+        let ev = Event::new("server.crashed", "server:py")
+            .with("reason", "exited with code 1")
+            .with("stderr_tail", vec!["Traceback", "ModuleNotFoundError: x"]);
+        let line = render_event(&ev, false);
+        assert!(line.contains("server.crashed"), "{line}");
+        assert!(line.contains("exited with code 1"));
+        assert!(line.ends_with("\n    Traceback\n    ModuleNotFoundError: x"));
+    }
+}

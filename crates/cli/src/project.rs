@@ -1,0 +1,85 @@
+//! Finding and loading the project's config, and running its servers in-process.
+
+use crate::Failure;
+use corral_config::{Config, ConfigError, ServerConfig};
+use corral_events::EventBus;
+use corral_supervisor::{Supervisor, SupervisorOptions};
+use std::path::Path;
+use std::time::Duration;
+
+/// Upper bound on a standalone shutdown: the longest stop grace, doubled, plus slack.
+fn shutdown_deadline(servers: &[ServerConfig]) -> Duration {
+    let grace = servers
+        .iter()
+        .map(|s| s.stop_grace)
+        .max()
+        .unwrap_or_default();
+    grace * 2 + Duration::from_secs(3)
+}
+
+/// Finds and loads the config; every problem maps to exit code 2.
+pub fn load(explicit: Option<&Path>) -> Result<Config, Failure> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::Op(format!("cannot read the working directory: {e}")))?;
+    let path = corral_config::discover(&cwd, explicit).map_err(config_failure)?;
+    corral_config::load(&path).map_err(config_failure)
+}
+
+/// A config error as a usage failure (exit 2).
+pub fn config_failure(e: ConfigError) -> Failure {
+    Failure::Usage(e.to_string())
+}
+
+/// The named servers of `config`, or all of them; an unknown name is a usage error that
+/// lists the known ones.
+pub fn select(config: &Config, name: Option<&str>) -> Result<Vec<ServerConfig>, Failure> {
+    match name {
+        None => Ok(config.servers.values().cloned().collect()),
+        Some(n) => config.server(n).cloned().map(|s| vec![s]).ok_or_else(|| {
+            let known: Vec<&str> = config.servers.keys().map(String::as_str).collect();
+            Failure::Usage(format!(
+                "no server named '{n}' in {}; configured servers: {}",
+                config.path.display(),
+                if known.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ))
+        }),
+    }
+}
+
+/// Servers running in this process for the length of one command.
+pub struct Standalone {
+    pub supervisor: Supervisor,
+    deadline: Duration,
+}
+
+impl Standalone {
+    /// Starts `servers` eagerly, logging under the project's `.corral/logs`.
+    pub fn start(config: &Config, servers: Vec<ServerConfig>, bus: EventBus) -> Standalone {
+        let deadline = shutdown_deadline(&servers);
+        let opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
+        Standalone {
+            supervisor: Supervisor::start(servers, &opts),
+            deadline,
+        }
+    }
+
+    /// Stops every server gracefully.
+    pub async fn stop(self) {
+        self.supervisor.shutdown(self.deadline).await;
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM.
+pub async fn interrupted() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

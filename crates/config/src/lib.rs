@@ -1,0 +1,145 @@
+//! Loads and validates Corral's configuration: `corral.toml`, or an existing
+//! `.mcp.json` / Claude Desktop / VS Code MCP config accepted as it is.
+//!
+//! # Theory of operation
+//!
+//! Loading runs in stages, each collecting problems instead of stopping at the first,
+//! so `corral check` can list everything wrong in one go:
+//!
+//! 1. **parse** (`toml_load.rs`, `json_load.rs`): text → a small tree (`tree.rs`) in which
+//!    every key and value knows its line and column. Only a syntax error stops here.
+//! 2. **read** (`read.rs`): tree → raw sections. Key names (with "did you mean"),
+//!    types, durations, choices, names and the shape of each server are checked;
+//!    `${…}` forms are parsed but not yet expanded.
+//! 3. **resolve** (`resolve.rs`): `[defaults]` and built-in defaults applied, `${…}`
+//!    expanded against the environment, paths made absolute, URLs checked.
+//!
+//! Problems from stages 2 and 3 are reported together, sorted by position, as
+//! [`ConfigError::Invalid`]. The environment is a parameter ([`load_str`]) so tests
+//! need not touch the process environment.
+//!
+//! # Dialects
+//!
+//! * `corral.toml` is strict: an unknown key is an error. `[defaults]` holds the
+//!   timing and policy keys (`startup_timeout`, `call_timeout`, `stop_grace`,
+//!   `restart`, `max_concurrency`, `tools`, `quiet`, `crash_loop_max`,
+//!   `crash_loop_window`); a server's own value replaces the default whole (a `tools`
+//!   filter is not merged). The keys that describe one server (`command`, `args`,
+//!   `env`, `cwd`, `url`, `headers`) are errors there.
+//! * `.mcp.json` (`{"mcpServers": …}`) and VS Code `mcp.json` (`{"servers": …}`,
+//!   JSONC) belong to other tools as well, so only the server entries are read, and
+//!   only their `command`, `args`, `env`, `cwd`, `type`, `url`, `headers` and
+//!   `disabled` keys; anything else (`inputs`, `alwaysAllow`, …) is ignored, and an
+//!   entry with `"disabled": true` is skipped. Timing and policy keys take their
+//!   defaults. Root-relative paths of a VS Code `.vscode/mcp.json` resolve against
+//!   the workspace folder above `.vscode`.
+//!
+//! Each dialect keeps the `${…}` syntax its own tools use (a fallback applies when the
+//! variable is unset or empty); any other `${…}` is an error:
+//!
+//! | dialect     | forms                                                         |
+//! |-------------|---------------------------------------------------------------|
+//! | corral.toml | `${env:NAME}`, `${env:NAME:-fallback}`; `$$` is a literal `$` |
+//! | .mcp.json   | `${NAME}`, `${NAME:-fallback}` (Claude Code's), `${env:NAME}` |
+//! | VS Code     | `${env:NAME}`, `${env:NAME:-fallback}`, `${workspaceFolder}`  |
+//!
+//! # Secrets
+//!
+//! [`ServerConfig::secrets`] holds every expanded `headers` value (and the credential
+//! after a scheme word like `Bearer`), and the `env` values that came from `${…}` or
+//! whose variable name looks like a credential (`TOKEN`, `KEY`, `SECRET`, `PASS`,
+//! `AUTH`, …). [`Config::redact`] hides them in text that leaves the process.
+
+mod discover;
+mod error;
+mod expand;
+mod json_load;
+mod model;
+mod read;
+mod resolve;
+mod suggest;
+mod template;
+mod toml_load;
+mod tree;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+pub use discover::{discover, discover_with};
+pub use error::{ConfigError, Problem};
+pub use model::{
+    Config, CrashLoop, Format, GatewayConfig, ProcessConfig, ProxyConfig, RestartPolicy,
+    ServerConfig, ToolFilter, ToolPrefix, Transport,
+};
+pub use template::init_template;
+
+/// The name of Corral's own config file.
+pub const CONFIG_FILE: &str = "corral.toml";
+/// The project MCP config of Claude Code, accepted when there is no `corral.toml`.
+pub const MCP_JSON: &str = ".mcp.json";
+/// The environment variable that names the config file.
+pub const CONFIG_ENV: &str = "CORRAL_CONFIG";
+/// The per-project state directory, beside the config file.
+pub const STATE_DIR: &str = ".corral";
+
+/// Reads and validates the config at `path`, expanding `${env:…}` from the process
+/// environment.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    load_str(path, &text, &|name| std::env::var(name).ok())
+}
+
+/// Validates `text` as the config at `path`, looking variables up with `env`.
+///
+/// The dialect follows the extension (`.toml`, `.json`); with any other extension a
+/// text starting with `{` is taken as JSON. Problems name `path` as given, so a
+/// caller that wants shorter messages can pass a relative path; [`Config::path`] is
+/// always absolute.
+pub fn load_str(
+    path: &Path,
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigError> {
+    let invalid = |mut problems: Vec<Problem>| {
+        problems.sort_by_key(|p| (p.line, p.column));
+        ConfigError::Invalid {
+            path: path.to_owned(),
+            problems,
+        }
+    };
+    let is_json = match path.extension().and_then(|e| e.to_str()) {
+        Some("json") => true,
+        Some("toml") => false,
+        _ => text.trim_start().starts_with('{'),
+    };
+    let (tree, format) = if is_json {
+        json_load::parse(text).map_err(|p| invalid(vec![p]))?
+    } else {
+        let tree = toml_load::parse(text).map_err(|p| invalid(vec![p]))?;
+        (tree, Format::Toml)
+    };
+
+    let abs_path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let root = model::project_root(&abs_path, format);
+    let (raw, mut problems) = read::read(&tree, format);
+    let (resolved, more) = resolve::resolve(&raw, env, &root);
+    problems.extend(more);
+    if !problems.is_empty() {
+        return Err(invalid(problems));
+    }
+    Ok(Config {
+        path: abs_path,
+        state_dir: root.join(STATE_DIR),
+        root,
+        format,
+        gateway: raw.gateway,
+        servers: resolved.servers,
+        processes: resolved.processes,
+        proxies: resolved.proxies,
+    })
+}

@@ -1,0 +1,313 @@
+//! The validated configuration handed to the rest of Corral.
+//!
+//! Every value here is final: defaults applied, `${env:…}` expanded, paths absolute.
+//! Consumers never see an `Option` that means "use the default".
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The dialect a config file was written in. Decides which keys are read and which
+/// `${…}` forms expand; see the crate docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `corral.toml`: strict, every key known.
+    Toml,
+    /// `.mcp.json` / Claude Desktop: `{"mcpServers": {…}}`.
+    McpJson,
+    /// VS Code `mcp.json`: `{"servers": {…}, "inputs": […]}`.
+    VsCode,
+}
+
+/// A loaded, validated project configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The config file, absolute.
+    pub path: PathBuf,
+    /// The project root: the directory of the config file (for a VS Code
+    /// `.vscode/mcp.json`, the workspace folder above `.vscode`). Relative paths in the
+    /// config are resolved against it.
+    pub root: PathBuf,
+    /// `root/.corral`: logs, journal, pid file and token live here.
+    pub state_dir: PathBuf,
+    pub format: Format,
+    pub gateway: GatewayConfig,
+    /// Keyed and ordered by name, so listings are stable.
+    pub servers: BTreeMap<String, ServerConfig>,
+    pub processes: BTreeMap<String, ProcessConfig>,
+    pub proxies: BTreeMap<String, ProxyConfig>,
+}
+
+impl Config {
+    /// The server called `name`, if configured.
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.get(name)
+    }
+
+    /// `text` with every secret of every server and process replaced by `***`, for
+    /// anything that leaves the process (logs, events, error messages).
+    pub fn redact(&self, text: &str) -> String {
+        let servers = self.servers.values().flat_map(|s| &s.secrets);
+        let processes = self.processes.values().flat_map(|p| &p.secrets);
+        redact_with(text, servers.chain(processes))
+    }
+}
+
+/// The shared MCP endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayConfig {
+    /// `IP:PORT` of the Streamable HTTP endpoint; port 0 picks a free port. Validated
+    /// to parse as a socket address.
+    pub listen: String,
+    pub tool_prefix: ToolPrefix,
+}
+
+impl Default for GatewayConfig {
+    fn default() -> Self {
+        GatewayConfig {
+            listen: DEFAULT_LISTEN.to_owned(),
+            tool_prefix: ToolPrefix::Always,
+        }
+    }
+}
+
+pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:7333";
+
+/// How aggregated tools are named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ToolPrefix {
+    /// `<server>__<tool>`: never collides, which is why it is the default.
+    #[default]
+    Always,
+    /// Bare tool names; two servers offering the same name is an error at run time.
+    Never,
+}
+
+/// One MCP server, stdio or remote.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: Transport,
+    /// Spawn + MCP initialize must finish within this.
+    pub startup_timeout: Duration,
+    /// A single request must be answered within this.
+    pub call_timeout: Duration,
+    /// Time between SIGTERM and SIGKILL when stopping.
+    pub stop_grace: Duration,
+    pub restart: RestartPolicy,
+    /// Calls in flight at once; `None` means unlimited.
+    pub max_concurrency: Option<NonZeroU32>,
+    pub tools: ToolFilter,
+    /// Do not echo this server's stderr on the console (it is still logged).
+    pub quiet: bool,
+    pub crash_loop: CrashLoop,
+    /// Values that must never be shown: see [`ServerConfig::redact`]. Chosen from the
+    /// expanded `env` and `headers` values (see the crate docs for which).
+    pub secrets: Vec<String>,
+}
+
+impl ServerConfig {
+    /// `text` with this server's secrets replaced by `***`.
+    pub fn redact(&self, text: &str) -> String {
+        redact_with(text, &self.secrets)
+    }
+}
+
+/// How Corral reaches a server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// A child process speaking newline-delimited JSON-RPC on stdin/stdout.
+    Stdio {
+        /// The program (looked up in `PATH`), not a shell command line.
+        command: String,
+        args: Vec<String>,
+        /// Merged over the parent environment.
+        env: BTreeMap<String, String>,
+        /// Absolute; defaults to the project root.
+        cwd: PathBuf,
+    },
+    /// A remote server speaking Streamable HTTP.
+    Http {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+/// When an exited server is started again (with backoff and the crash-loop breaker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    Never,
+    #[default]
+    OnFailure,
+    Always,
+}
+
+impl RestartPolicy {
+    /// The spelling used in config files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Never => "never",
+            RestartPolicy::OnFailure => "on-failure",
+            RestartPolicy::Always => "always",
+        }
+    }
+}
+
+/// Which of a server's tools are exposed. Patterns are globs (`*` any run of
+/// characters, `?` one character), kept as written.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ToolFilter {
+    /// Empty means every tool is allowed.
+    pub allow: Vec<String>,
+    /// Wins over `allow`.
+    pub deny: Vec<String>,
+}
+
+impl ToolFilter {
+    /// Whether the tool named `tool` (the server's own name, without prefix) is exposed.
+    pub fn permits(&self, tool: &str) -> bool {
+        let allowed = self.allow.is_empty() || self.allow.iter().any(|p| glob_match(p, tool));
+        allowed && !self.deny.iter().any(|p| glob_match(p, tool))
+    }
+}
+
+/// The restart breaker: after `max` crashes within `window`, Corral gives up on the
+/// server instead of restarting it forever.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrashLoop {
+    pub max: u32,
+    pub window: Duration,
+}
+
+/// A dev process (e.g. `npm run dev`): supervised, its output kept and scanned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessConfig {
+    pub name: String,
+    /// A shell command line, run with `sh -c`.
+    pub command: String,
+    /// Absolute; defaults to the project root.
+    pub cwd: PathBuf,
+    /// Merged over the parent environment.
+    pub env: BTreeMap<String, String>,
+    /// Values of `env` that must never be shown; see [`ServerConfig::secrets`].
+    pub secrets: Vec<String>,
+}
+
+/// A dev reverse proxy in front of a dev server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxyConfig {
+    pub name: String,
+    /// `http://host:port` of the dev server.
+    pub target: String,
+    /// `IP:PORT` to listen on; defaults to `127.0.0.1:0` (a free port).
+    pub listen: String,
+}
+
+pub(crate) const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:0";
+
+/// Shorter secrets are left alone: replacing every "1" or "on" in a log would destroy
+/// the log and protect nothing.
+const MIN_SECRET_LEN: usize = 4;
+
+fn redact_with<'a>(text: &str, secrets: impl IntoIterator<Item = &'a String>) -> String {
+    let mut secrets: Vec<&str> = secrets
+        .into_iter()
+        .map(String::as_str)
+        .filter(|s| s.len() >= MIN_SECRET_LEN)
+        .collect();
+    // Longest first, so "Bearer abcd" is replaced whole before its token part is.
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    secrets.dedup();
+    let mut out = text.to_owned();
+    for secret in secrets {
+        if out.contains(secret) {
+            out = out.replace(secret, "***");
+        }
+    }
+    out
+}
+
+/// `*` and `?` glob matching, iterative with single backtracking point (linear enough
+/// for tool names).
+fn glob_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let n: Vec<char> = name.chars().collect();
+    let (mut pi, mut ni) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
+            pi += 1;
+            ni += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some((pi, ni));
+            pi += 1;
+        } else if let Some((sp, sn)) = star {
+            pi = sp + 1;
+            ni = sn + 1;
+            star = Some((sp, sn + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == '*')
+}
+
+/// The root a config's relative paths are resolved against.
+pub(crate) fn project_root(config_path: &Path, format: Format) -> PathBuf {
+    let dir = config_path.parent().unwrap_or(Path::new("/"));
+    if format == Format::VsCode
+        && dir.file_name().is_some_and(|n| n == ".vscode")
+        && let Some(workspace) = dir.parent()
+    {
+        return workspace.to_path_buf();
+    }
+    dir.to_path_buf()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redact_replaces_long_secrets_longest_first() {
+        let secrets = vec![
+            "abcd1234".to_owned(),
+            "Bearer abcd1234".to_owned(),
+            "1".to_owned(),
+        ];
+        assert_eq!(
+            redact_with("auth: Bearer abcd1234 then abcd1234, 1 more", &secrets),
+            "auth: *** then ***, 1 more"
+        );
+    }
+
+    #[test]
+    fn glob_patterns() {
+        assert!(glob_match("read_*", "read_file"));
+        assert!(glob_match("*", ""));
+        assert!(glob_match("a?c", "abc"));
+        assert!(glob_match("*_file*", "read_file_now"));
+        assert!(!glob_match("read_*", "write_file"));
+        assert!(!glob_match("a?c", "ac"));
+    }
+
+    #[test]
+    fn tool_filter_deny_wins() {
+        let filter = ToolFilter {
+            allow: vec!["read_*".into()],
+            deny: vec!["read_secret".into()],
+        };
+        assert!(filter.permits("read_file"));
+        assert!(!filter.permits("read_secret"));
+        assert!(!filter.permits("write_file"));
+        assert!(ToolFilter::default().permits("anything"));
+    }
+
+    #[test]
+    fn vscode_root_is_the_workspace_folder() {
+        let p = Path::new("/proj/.vscode/mcp.json");
+        assert_eq!(project_root(p, Format::VsCode), Path::new("/proj"));
+        assert_eq!(project_root(p, Format::McpJson), Path::new("/proj/.vscode"));
+    }
+}

@@ -1,0 +1,373 @@
+//! Typed access to tree values for the readers: each getter either returns the
+//! value or records a problem that says what was expected and what was found, and
+//! returns `None`, so the caller simply moves on to the next key.
+
+use std::net::SocketAddr;
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use super::{MAX_NAME_LEN, Text};
+use crate::Format;
+use crate::error::Problem;
+use crate::expand;
+use crate::suggest::closest;
+use crate::tree::{Entry, Node, Pos, Value};
+
+/// Collects problems while the section readers walk the tree; `format` decides
+/// how strict reading is and which words messages use (table or object).
+pub(super) struct Reader {
+    pub format: Format,
+    pub problems: Vec<Problem>,
+}
+
+/// A dotted key path, quoting a key the way TOML would when it is not bare, so
+/// `servers."a.b"` is not mistaken for `servers.a.b`.
+pub(super) fn join(path: &str, key: &str) -> String {
+    let bare = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    let key = if bare {
+        key.to_owned()
+    } else {
+        format!("{key:?}")
+    };
+    if path.is_empty() {
+        key
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+pub(super) fn with_article(word: &str) -> String {
+    let article = if word.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {word}")
+}
+
+impl Reader {
+    pub(super) fn problem(&mut self, pos: Pos, key: &str, message: impl Into<String>) {
+        self.problems.push(Problem {
+            line: pos.line,
+            column: pos.column,
+            key: key.to_owned(),
+            message: message.into(),
+        });
+    }
+
+    pub(super) fn table_word(&self) -> &'static str {
+        if self.format == Format::Toml {
+            "table"
+        } else {
+            "object"
+        }
+    }
+
+    pub(super) fn wrong_type(&mut self, node: &Node, key: &str, expected: &str) {
+        let found = node.type_name(self.format);
+        self.problem(
+            node.pos,
+            key,
+            format!("expected {expected}, found {}", with_article(found)),
+        );
+    }
+
+    /// The entries of `node`, or a problem if it is not a table.
+    pub(super) fn entries<'n>(&mut self, node: &'n Node, key: &str) -> Option<&'n [Entry]> {
+        match &node.value {
+            Value::Table(entries) => Some(entries),
+            _ => {
+                let expected = with_article(self.table_word());
+                self.wrong_type(node, key, &expected);
+                None
+            }
+        }
+    }
+
+    /// Reports every key of `entries` that is not in `known`, suggesting the nearest
+    /// known one. Only corral.toml is strict: JSON configs belong to other tools too,
+    /// which add keys of their own.
+    pub(super) fn check_keys(&mut self, entries: &[Entry], path: &str, known: &[&str]) {
+        if self.format != Format::Toml {
+            return;
+        }
+        for entry in entries {
+            if known.contains(&entry.key.as_str()) {
+                continue;
+            }
+            let place = if path.is_empty() {
+                "at the top level".to_owned()
+            } else {
+                format!("in [{path}]")
+            };
+            let hint = match closest(&entry.key, known) {
+                Some(near) => format!("did you mean `{near}`?"),
+                None => format!("expected one of: {}", known.join(", ")),
+            };
+            self.problem(
+                entry.key_pos,
+                &join(path, &entry.key),
+                format!("unknown key `{}` {place}; {hint}", entry.key),
+            );
+        }
+    }
+
+    pub(super) fn string(&mut self, node: &Node, key: &str) -> Option<String> {
+        match &node.value {
+            Value::String(s) => Some(s.clone()),
+            _ => {
+                self.wrong_type(node, key, "a string");
+                None
+            }
+        }
+    }
+
+    /// A string that may contain `${…}` substitutions.
+    pub(super) fn text(&mut self, node: &Node, key: &str) -> Option<Text> {
+        let s = self.string(node, key)?;
+        match expand::parse(&s, self.format) {
+            Ok(segments) => Some(Text {
+                segments,
+                pos: node.pos,
+                key: key.to_owned(),
+            }),
+            Err(messages) => {
+                for message in messages {
+                    self.problem(node.pos, key, message);
+                }
+                None
+            }
+        }
+    }
+
+    pub(super) fn texts(&mut self, node: &Node, key: &str) -> Vec<Text> {
+        let Value::Array(items) = &node.value else {
+            self.wrong_type(node, key, "an array of strings");
+            return Vec::new();
+        };
+        items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| self.text(item, &format!("{key}[{i}]")))
+            .collect()
+    }
+
+    /// A table of name → string, e.g. `env` or `headers`; `check_name` explains what
+    /// is wrong with a name, if anything.
+    pub(super) fn text_map(
+        &mut self,
+        node: &Node,
+        key: &str,
+        check_name: fn(&str) -> Option<String>,
+    ) -> Vec<(String, Text)> {
+        let Some(entries) = self.entries(node, key) else {
+            return Vec::new();
+        };
+        let mut map = Vec::new();
+        for entry in entries {
+            let entry_key = join(key, &entry.key);
+            if let Some(message) = check_name(&entry.key) {
+                self.problem(entry.key_pos, &entry_key, message);
+            }
+            if let Some(text) = self.text(&entry.node, &entry_key) {
+                map.push((entry.key.clone(), text));
+            }
+        }
+        map
+    }
+
+    pub(super) fn bool(&mut self, node: &Node, key: &str) -> Option<bool> {
+        match node.value {
+            Value::Bool(b) => Some(b),
+            _ => {
+                self.wrong_type(node, key, "true or false");
+                None
+            }
+        }
+    }
+
+    /// Durations are humantime strings only: a bare number would leave the unit to
+    /// guesswork (seconds? milliseconds?).
+    pub(super) fn duration(
+        &mut self,
+        node: &Node,
+        key: &str,
+        zero_allowed: bool,
+    ) -> Option<Duration> {
+        const EXAMPLES: &str = r#"write e.g. "30s", "500ms" or "2m""#;
+        match &node.value {
+            Value::String(s) => match humantime::parse_duration(s.trim()) {
+                Ok(d) if d.is_zero() && !zero_allowed => {
+                    self.problem(node.pos, key, "must be longer than zero");
+                    None
+                }
+                Ok(d) => Some(d),
+                Err(err) => {
+                    self.problem(
+                        node.pos,
+                        key,
+                        format!("invalid duration {s:?}: {err}; {EXAMPLES}"),
+                    );
+                    None
+                }
+            },
+            Value::Integer(Some(n)) => {
+                self.problem(
+                    node.pos,
+                    key,
+                    format!(
+                        r#"expected a duration string like "30s", found integer {n}; write "{n}s" for seconds"#
+                    ),
+                );
+                None
+            }
+            _ => {
+                self.wrong_type(node, key, r#"a duration string like "30s""#);
+                None
+            }
+        }
+    }
+
+    /// A positive count; `zero_hint` says what to do instead of writing 0.
+    pub(super) fn count(&mut self, node: &Node, key: &str, zero_hint: &str) -> Option<NonZeroU32> {
+        match node.value {
+            Value::Integer(Some(n)) if n < 1 => {
+                self.problem(node.pos, key, format!("must be at least 1{zero_hint}"));
+                None
+            }
+            Value::Integer(Some(n)) => match u32::try_from(n).ok().and_then(NonZeroU32::new) {
+                Some(n) => Some(n),
+                None => {
+                    self.problem(node.pos, key, format!("{n} is too large"));
+                    None
+                }
+            },
+            Value::Integer(None) => {
+                self.problem(node.pos, key, "number is too large");
+                None
+            }
+            _ => {
+                self.wrong_type(node, key, "a positive integer");
+                None
+            }
+        }
+    }
+
+    pub(super) fn choice<T: Copy>(
+        &mut self,
+        node: &Node,
+        key: &str,
+        choices: &[(&str, T)],
+    ) -> Option<T> {
+        let names: Vec<&str> = choices.iter().map(|(name, _)| *name).collect();
+        let names = names.join(", ");
+        let Value::String(s) = &node.value else {
+            self.wrong_type(node, key, &format!("a string (one of {names})"));
+            return None;
+        };
+        match choices.iter().find(|(name, _)| name == s) {
+            Some((_, value)) => Some(*value),
+            None => {
+                self.problem(
+                    node.pos,
+                    key,
+                    format!("unknown value {s:?}; expected one of {names}"),
+                );
+                None
+            }
+        }
+    }
+
+    pub(super) fn socket_addr(&mut self, node: &Node, key: &str) -> Option<String> {
+        let s = self.string(node, key)?;
+        if s.parse::<SocketAddr>().is_ok() {
+            Some(s)
+        } else {
+            self.problem(
+                node.pos,
+                key,
+                format!(
+                    r#"invalid listen address {s:?}; expected IP:PORT like "127.0.0.1:7333" (port 0 picks a free port)"#
+                ),
+            );
+            None
+        }
+    }
+
+    /// Tool name globs: kept as written, but an empty pattern is surely a mistake.
+    pub(super) fn patterns(&mut self, node: &Node, key: &str) -> Vec<String> {
+        let Value::Array(items) = &node.value else {
+            self.wrong_type(node, key, "an array of glob patterns");
+            return Vec::new();
+        };
+        let mut patterns = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            match self.string(item, &item_key) {
+                Some(p) if p.trim().is_empty() => {
+                    self.problem(item.pos, &item_key, "tool pattern must not be empty");
+                }
+                Some(p) => patterns.push(p),
+                None => {}
+            }
+        }
+        patterns
+    }
+
+    /// Reports a name that cannot be used, explaining why the rule exists.
+    pub(super) fn check_name(&mut self, what: &str, entry: &Entry, key: &str) {
+        let name = &entry.key;
+        let message = if name.is_empty() {
+            format!("{what} name must not be empty")
+        } else if name.chars().count() > MAX_NAME_LEN {
+            format!(
+                "{what} name is {} characters long; the limit is {MAX_NAME_LEN}",
+                name.chars().count()
+            )
+        } else if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            format!(
+                "{what} name {name:?} may only contain letters, digits, '_' and '-' \
+                 (it becomes part of tool names, file names and events); rename it"
+            )
+        } else if what == "server" && name.contains("__") {
+            format!(
+                "server name {name:?} must not contain \"__\": Corral names tools \
+                 \"<server>__<tool>\", so a \"__\" in the server name would make \
+                 that split ambiguous; rename it"
+            )
+        } else {
+            return;
+        };
+        self.problem(entry.key_pos, key, message);
+    }
+}
+
+pub(super) fn env_name_problem(name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some("environment variable name must not be empty".to_owned())
+    } else if name.contains(['=', '\0']) {
+        Some(format!(
+            "environment variable name {name:?} must not contain '=' or NUL"
+        ))
+    } else {
+        None
+    }
+}
+
+pub(super) fn header_name_problem(name: &str) -> Option<String> {
+    let valid = !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"()<>@,;:\\\"/[]?={}".contains(&b));
+    (!valid).then(|| {
+        format!(
+            "{name:?} is not a valid HTTP header name (letters, digits and -, no spaces or ':')"
+        )
+    })
+}

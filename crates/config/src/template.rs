@@ -1,0 +1,249 @@
+//! The starter `corral.toml` written by `corral init`.
+
+use std::path::Path;
+
+use crate::ConfigError;
+use crate::expand::to_toml_text;
+use crate::model::project_root;
+use crate::read::{self, RawServer, RawTransport, Text};
+
+const HEADER: &str = r#"# corral.toml: the MCP servers and dev processes of this project, run by Corral and
+# shared by every agent that connects. `corral check` validates this file; `corral up`
+# starts everything. Corral keeps logs and state in .corral/ (add it to .gitignore).
+#
+# Durations are strings: "500ms", "30s", "2m". Strings may use ${env:NAME} for an
+# environment variable (${env:NAME:-fallback} if it may be unset) and $$ for a literal $.
+
+[gateway]
+# Address of the shared MCP endpoint (Streamable HTTP at /mcp, dashboard at /).
+# Port 0 picks a free port; `corral ps` shows the one chosen.
+listen = "127.0.0.1:7333"
+# "always": tools are named <server>__<tool>, so no two servers can collide.
+# "never": bare tool names; two servers offering the same name is an error.
+tool_prefix = "always"
+
+[defaults]
+# Every server inherits these unless its own table sets them.
+# Time allowed to spawn a server and finish the MCP handshake; npx/uvx cold starts
+# can need more than a few seconds.
+startup_timeout = "30s"
+# Longest a single tool call may take; a server that hangs longer is restarted.
+call_timeout = "30s"
+# On stop, time between SIGTERM and SIGKILL.
+stop_grace = "3s"
+# Restart an exited server: "never", "on-failure" or "always" (backoff 1s, 2s, ... 60s).
+restart = "on-failure"
+# Give up restarting after crash_loop_max crashes within crash_loop_window.
+crash_loop_max = 5
+crash_loop_window = "60s"
+# true: do not echo the server's stderr on the console (it is still logged).
+quiet = false
+# Calls in flight at once per server (default unlimited); 1 serializes calls for servers
+# that cannot handle concurrent requests.
+# max_concurrency = 1
+# Which tools to expose, as glob patterns; deny wins, an empty allow exposes all.
+# tools = { allow = ["read_*"], deny = ["*delete*"] }
+"#;
+
+const EXAMPLES: &str = r#"
+# ---- Examples: uncomment and adapt. ----
+
+# A stdio server: Corral starts it and speaks JSON-RPC over its stdin/stdout.
+# Any key of [defaults] may also be set here, for this server only.
+# [servers.files]
+# command = "npx"                # the program, looked up in PATH (not a shell line)
+# args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+# env = { DEBUG = "1" }          # merged over Corral's own environment
+# cwd = "."                      # working directory, relative to this file
+
+# A remote server over Streamable HTTP.
+# [servers.search]
+# url = "http://127.0.0.1:9000/mcp"
+# headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }   # values are redacted in logs
+
+# A dev process: run with `sh -c`, its output kept and scanned for errors.
+# [processes.web]
+# command = "npm run dev"
+# cwd = "web"                    # relative to this file
+# env = { PORT = "5173" }
+
+# A dev proxy in front of a dev server: logs traffic and captures browser errors.
+# [proxies.web]
+# target = "http://127.0.0.1:5173"   # the dev server
+# listen = "127.0.0.1:4173"          # open this in the browser (default: a free port)
+"#;
+
+/// A commented starter `corral.toml`. Given the path and text of an `.mcp.json` (or
+/// VS Code `mcp.json`), its servers are imported as `[servers.NAME]` tables, with
+/// `${…}` references kept as references (never expanded into the file).
+///
+/// Fails with [`ConfigError::Invalid`] if the JSON has problems, located in the JSON.
+pub fn init_template(mcp_json: Option<(&Path, &str)>) -> Result<String, ConfigError> {
+    let mut out = String::from(HEADER);
+    if let Some((path, text)) = mcp_json {
+        let invalid = |problems| ConfigError::Invalid {
+            path: path.to_owned(),
+            problems,
+        };
+        let (tree, format) = crate::json_load::parse(text).map_err(|p| invalid(vec![p]))?;
+        let (raw, mut problems) = read::read(&tree, format);
+        if !problems.is_empty() {
+            problems.sort_by_key(|p| (p.line, p.column));
+            return Err(invalid(problems));
+        }
+        let root = project_root(
+            &std::path::absolute(path).unwrap_or(path.to_owned()),
+            format,
+        );
+        let source = path
+            .file_name()
+            .unwrap_or(path.as_os_str())
+            .to_string_lossy();
+        out.push_str(&format!("\n# ---- Servers imported from {source}. ----\n"));
+        for server in &raw.servers {
+            render_server(&mut out, server, &root);
+        }
+    }
+    out.push_str(EXAMPLES);
+    Ok(out)
+}
+
+fn render_server(out: &mut String, server: &RawServer, root: &Path) {
+    let text = |t: &Text| toml_string(&to_toml_text(&t.segments, root));
+    let map = |entries: &[(String, Text)]| {
+        let pairs: Vec<String> = entries
+            .iter()
+            .map(|(k, v)| format!("{} = {}", toml_key(k), text(v)))
+            .collect();
+        format!("{{ {} }}", pairs.join(", "))
+    };
+    out.push_str(&format!("\n[servers.{}]\n", server.name));
+    match &server.transport {
+        RawTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            out.push_str(&format!("command = {}\n", text(command)));
+            if !args.is_empty() {
+                let args: Vec<String> = args.iter().map(text).collect();
+                out.push_str(&format!("args = [{}]\n", args.join(", ")));
+            }
+            if !env.is_empty() {
+                out.push_str(&format!("env = {}\n", map(env)));
+            }
+            if let Some(cwd) = cwd {
+                out.push_str(&format!("cwd = {}\n", text(cwd)));
+            }
+        }
+        RawTransport::Http { url, headers } => {
+            out.push_str(&format!("url = {}\n", text(url)));
+            if !headers.is_empty() {
+                out.push_str(&format!("headers = {}\n", map(headers)));
+            }
+        }
+    }
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+fn toml_key(k: &str) -> String {
+    let bare = !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare { k.to_owned() } else { toml_string(k) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Format, Transport, load_str};
+    use std::path::PathBuf;
+
+    fn no_env(_: &str) -> Option<String> {
+        None
+    }
+
+    #[test]
+    fn starter_template_loads_without_problems() {
+        let text = init_template(None).unwrap();
+        let config = load_str(Path::new("/proj/corral.toml"), &text, &no_env).unwrap();
+        assert_eq!(config.format, Format::Toml);
+        assert!(config.servers.is_empty());
+        assert_eq!(config.gateway.listen, "127.0.0.1:7333");
+    }
+
+    #[test]
+    fn starter_template_examples_load_when_uncommented() {
+        let text = init_template(None).unwrap();
+        let examples = text.split("# ---- Examples").nth(1).unwrap();
+        let uncommented: String = examples
+            .lines()
+            .filter_map(|l| l.strip_prefix("# "))
+            .filter(|l| l.starts_with('[') || l.contains(" = "))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let env = |name: &str| (name == "SEARCH_TOKEN").then(|| "t0ken".to_owned());
+        let config = load_str(Path::new("/proj/corral.toml"), &uncommented, &env)
+            .unwrap_or_else(|e| panic!("{e}\n---\n{uncommented}"));
+        assert_eq!(config.servers.len(), 2);
+        assert_eq!(config.processes.len(), 1);
+        assert_eq!(config.proxies.len(), 1);
+    }
+
+    #[test]
+    fn import_round_trips_without_expanding() {
+        let json = r#"{
+          "mcpServers": {
+            "files": {"command": "npx", "args": ["-y", "fs", "$HOME"], "env": {"API KEY": "${KEY}"}, "cwd": "tools"},
+            "search": {"type": "http", "url": "https://x/mcp", "headers": {"Authorization": "Bearer ${TOKEN:-none}"}},
+            "off": {"command": "nothing", "disabled": true}
+          }
+        }"#;
+        let text = init_template(Some((Path::new("/proj/.mcp.json"), json))).unwrap();
+        assert!(
+            text.contains("[servers.files]\ncommand = \"npx\"\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"env = { "API KEY" = "${env:KEY}" }"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"args = ["-y", "fs", "$$HOME"]"#), "{text}");
+        assert!(!text.contains("[servers.off]"), "{text}");
+
+        let env = |name: &str| (name == "KEY").then(|| "k3y-value".to_owned());
+        let config = load_str(Path::new("/proj/corral.toml"), &text, &env)
+            .unwrap_or_else(|e| panic!("{e}\n---\n{text}"));
+        assert_eq!(config.servers.len(), 2);
+        let Transport::Stdio { args, env, cwd, .. } = &config.servers["files"].transport else {
+            panic!("files is stdio");
+        };
+        assert_eq!(args, &["-y", "fs", "$HOME"]);
+        assert_eq!(env["API KEY"], "k3y-value");
+        assert_eq!(cwd, &PathBuf::from("/proj/tools"));
+        let Transport::Http { headers, .. } = &config.servers["search"].transport else {
+            panic!("search is http");
+        };
+        assert_eq!(headers["Authorization"], "Bearer none");
+    }
+
+    #[test]
+    fn import_reports_problems_in_the_json() {
+        let json = "{\"mcpServers\": {\n  \"a\": {\"args\": []}\n}}";
+        let err = init_template(Some((Path::new(".mcp.json"), json))).unwrap_err();
+        let ConfigError::Invalid { problems, .. } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(problems.len(), 1, "{err}");
+        assert_eq!(problems[0].line, 2);
+        assert!(
+            err.to_string()
+                .starts_with(".mcp.json:2:3: mcpServers.a: has neither"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,507 @@
+//! End-to-end loading tests: text in, `Config` or problems out.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::*;
+
+const TOML_PATH: &str = "/proj/corral.toml";
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "SEARCH_TOKEN" => Some("tok-1234".into()),
+        "HOME" => Some("/home/me".into()),
+        _ => None,
+    }
+}
+
+fn load_toml(text: &str) -> Result<Config, ConfigError> {
+    load_str(Path::new(TOML_PATH), text, &env)
+}
+
+fn problems(text: &str) -> Vec<Problem> {
+    match load_toml(text) {
+        Ok(_) => panic!("expected problems in:\n{text}"),
+        Err(ConfigError::Invalid { problems, .. }) => problems,
+        Err(other) => panic!("unexpected error {other}"),
+    }
+}
+
+/// The one problem the text has.
+fn problem(text: &str) -> Problem {
+    let mut all = problems(text);
+    assert_eq!(all.len(), 1, "{all:#?}");
+    all.remove(0)
+}
+
+#[test]
+fn design_example_loads() {
+    let text = r#"
+[gateway]
+listen = "127.0.0.1:7333"
+tool_prefix = "always"
+
+[defaults]
+startup_timeout = "30s"
+call_timeout = "30s"
+restart = "on-failure"
+
+[servers.files]
+command = "npx"
+args = ["-y", "@modelcontextprotocol/server-filesystem", "."]
+env = { DEBUG = "1" }
+cwd = "tools/files"
+max_concurrency = 1
+tools = { allow = ["read_*"], deny = [] }
+quiet = false
+
+[servers.search]
+url = "http://127.0.0.1:9000/mcp"
+headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }
+
+[processes.web]
+command = "npm run dev"
+cwd = "web"
+
+[proxies.web]
+target = "http://127.0.0.1:5173"
+listen = "127.0.0.1:4173"
+"#;
+    let config = load_toml(text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.path, Path::new(TOML_PATH));
+    assert_eq!(config.root, Path::new("/proj"));
+    assert_eq!(config.state_dir, Path::new("/proj/.corral"));
+    assert_eq!(config.format, Format::Toml);
+    assert_eq!(config.gateway.tool_prefix, ToolPrefix::Always);
+
+    let files = config.server("files").unwrap();
+    assert_eq!(
+        files.transport,
+        Transport::Stdio {
+            command: "npx".into(),
+            args: vec![
+                "-y".into(),
+                "@modelcontextprotocol/server-filesystem".into(),
+                ".".into()
+            ],
+            env: [("DEBUG".to_owned(), "1".to_owned())].into(),
+            cwd: PathBuf::from("/proj/tools/files"),
+        }
+    );
+    assert_eq!(files.max_concurrency, NonZeroU32::new(1));
+    assert_eq!(files.tools.allow, vec!["read_*".to_owned()]);
+    assert_eq!(files.stop_grace, Duration::from_secs(3));
+    assert_eq!(files.crash_loop.max, 5);
+    assert_eq!(files.crash_loop.window, Duration::from_secs(60));
+    assert!(files.secrets.is_empty(), "DEBUG=1 is not a secret");
+
+    let search = config.server("search").unwrap();
+    let Transport::Http { headers, .. } = &search.transport else {
+        panic!("search is http");
+    };
+    assert_eq!(headers["Authorization"], "Bearer tok-1234");
+    assert_eq!(
+        search.redact("sent Bearer tok-1234; token tok-1234"),
+        "sent ***; token ***"
+    );
+    assert_eq!(config.redact("x tok-1234 y"), "x *** y");
+
+    let web = &config.processes["web"];
+    assert_eq!(web.command, "npm run dev");
+    assert_eq!(web.cwd, Path::new("/proj/web"));
+    assert_eq!(config.proxies["web"].listen, "127.0.0.1:4173");
+}
+
+#[test]
+fn every_problem_is_reported_at_once_in_line_order() {
+    let text = r#"[servers.files]
+command = "npx"
+restart = "sometimes"
+
+[servers.search]
+url = "http://x/mcp"
+call_timeout = 30
+
+[gateway]
+tool_prefix = "sometimes"
+"#;
+    let all = problems(text);
+    let located: Vec<(usize, usize, &str)> = all
+        .iter()
+        .map(|p| (p.line, p.column, p.key.as_str()))
+        .collect();
+    assert_eq!(
+        located,
+        vec![
+            (3, 11, "servers.files.restart"),
+            (7, 16, "servers.search.call_timeout"),
+            (10, 15, "gateway.tool_prefix"),
+        ],
+        "{all:#?}"
+    );
+}
+
+#[test]
+fn display_format_is_file_line_column_key_message() {
+    let text = "[servers.files]\ncommand = \"npx\"\nrestart = \"sometimes\"\n";
+    let err = load_str(Path::new("corral.toml"), text, &env).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "corral.toml:3:11: servers.files.restart: unknown value \"sometimes\"; \
+         expected one of never, on-failure, always"
+    );
+}
+
+#[test]
+fn unknown_key_names_key_and_suggests() {
+    // The server also lacks `command`, but saying so would repeat the same mistake.
+    let p = problem("[servers.files]\ncomand = \"npx\"\n");
+    assert_eq!((p.line, p.column), (2, 1));
+    assert_eq!(p.key, "servers.files.comand");
+    assert_eq!(
+        p.message,
+        "unknown key `comand` in [servers.files]; did you mean `command`?"
+    );
+
+    let p = problem("colour = 1\n");
+    assert!(
+        p.message
+            .starts_with("unknown key `colour` at the top level; expected one of: gateway"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn command_and_url_are_exclusive() {
+    let p = problem("[servers.x]\ncommand = \"a\"\nurl = \"http://b\"\n");
+    assert_eq!((p.line, p.column, p.key.as_str()), (1, 10, "servers.x"));
+    assert!(p.message.contains("both `command` and `url`"), "{p:?}");
+
+    let p = problem("[servers.x]\nquiet = true\n");
+    assert!(p.message.contains("neither `command`"), "{p:?}");
+
+    let p = problem("[servers.x]\nurl = \"http://b\"\nargs = []\n");
+    assert_eq!((p.line, p.key.as_str()), (3, "servers.x.args"));
+    assert!(p.message.contains("only to stdio servers"), "{p:?}");
+}
+
+#[test]
+fn env_expansion_and_missing_variables() {
+    let text = r#"[servers.x]
+command = "${env:HOME}/bin/srv"
+args = ["--token", "${env:SEARCH_TOKEN}", "$$literal"]
+env = { API_KEY = "${env:MISSING_KEY}", PLAIN = "$${env:HOME}" }
+"#;
+    let p = problem(text);
+    assert_eq!((p.line, p.column), (4, 19));
+    assert_eq!(p.key, "servers.x.env.API_KEY");
+    assert_eq!(p.message, "environment variable MISSING_KEY is not set");
+
+    let fixed = text.replace("MISSING_KEY", "SEARCH_TOKEN");
+    let config = load_toml(&fixed).unwrap();
+    let server = config.server("x").unwrap();
+    let Transport::Stdio {
+        command, args, env, ..
+    } = &server.transport
+    else {
+        panic!("stdio");
+    };
+    assert_eq!(command, "/home/me/bin/srv");
+    assert_eq!(args, &["--token", "tok-1234", "$literal"]);
+    assert_eq!(env["PLAIN"], "${env:HOME}");
+    assert_eq!(server.secrets, vec!["tok-1234".to_owned()]);
+}
+
+#[test]
+fn unknown_substitution_suggests_env_form() {
+    let p = problem("[servers.x]\ncommand = \"${HOME}/srv\"\n");
+    assert_eq!(p.key, "servers.x.command");
+    assert!(p.message.contains("write `${env:HOME}`"), "{p:?}");
+}
+
+#[test]
+fn cwd_resolves_against_the_config_directory() {
+    let cwd_of = |text: &str| match load_toml(text).unwrap().servers["x"].transport.clone() {
+        Transport::Stdio { cwd, .. } => cwd,
+        Transport::Http { .. } => panic!("stdio"),
+    };
+    assert_eq!(cwd_of("[servers.x]\ncommand = \"a\"\n"), Path::new("/proj"));
+    assert_eq!(
+        cwd_of("[servers.x]\ncommand = \"a\"\ncwd = \"./tools/../t\"\n"),
+        Path::new("/proj/tools/../t")
+    );
+    assert_eq!(
+        cwd_of("[servers.x]\ncommand = \"a\"\ncwd = \"/abs\"\n"),
+        Path::new("/abs")
+    );
+    assert_eq!(
+        cwd_of("[servers.x]\ncommand = \"a\"\ncwd = \"${env:HOME}/w\"\n"),
+        Path::new("/home/me/w")
+    );
+}
+
+#[test]
+fn defaults_are_inherited_and_overridden() {
+    let text = r#"[defaults]
+startup_timeout = "2m"
+restart = "always"
+max_concurrency = 4
+tools = { deny = ["rm_*"] }
+crash_loop_window = "10s"
+
+[servers.a]
+command = "a"
+
+[servers.b]
+command = "b"
+restart = "never"
+startup_timeout = "500ms"
+tools = { allow = ["*"] }
+"#;
+    let config = load_toml(text).unwrap();
+    let a = config.server("a").unwrap();
+    assert_eq!(a.startup_timeout, Duration::from_secs(120));
+    assert_eq!(a.restart, RestartPolicy::Always);
+    assert_eq!(a.max_concurrency, NonZeroU32::new(4));
+    assert_eq!(a.tools.deny, vec!["rm_*".to_owned()]);
+    assert_eq!(a.crash_loop.window, Duration::from_secs(10));
+    assert_eq!(a.call_timeout, Duration::from_secs(30));
+    let b = config.server("b").unwrap();
+    assert_eq!(b.startup_timeout, Duration::from_millis(500));
+    assert_eq!(b.restart, RestartPolicy::Never);
+    assert_eq!(
+        b.tools.deny,
+        Vec::<String>::new(),
+        "a server's tools replace the default"
+    );
+    assert_eq!(b.max_concurrency, NonZeroU32::new(4));
+}
+
+#[test]
+fn defaults_cannot_hold_server_specific_keys() {
+    let p = problem("[defaults]\ncommand = \"npx\"\n");
+    assert_eq!(p.key, "defaults.command");
+    assert!(p.message.contains("cannot be set in [defaults]"), "{p:?}");
+}
+
+#[test]
+fn duration_errors() {
+    let p = problem("[defaults]\ncall_timeout = 30\n");
+    assert_eq!(
+        p.message,
+        r#"expected a duration string like "30s", found integer 30; write "30s" for seconds"#
+    );
+    let p = problem("[defaults]\ncall_timeout = \"30 parsecs\"\n");
+    assert!(
+        p.message.starts_with("invalid duration \"30 parsecs\": "),
+        "{p:?}"
+    );
+    assert!(
+        p.message.ends_with(r#"write e.g. "30s", "500ms" or "2m""#),
+        "{p:?}"
+    );
+    let p = problem("[defaults]\nstartup_timeout = \"0s\"\n");
+    assert_eq!(p.message, "must be longer than zero");
+    let p = problem("[defaults]\nstop_grace = true\n");
+    assert!(p.message.starts_with("expected a duration string"), "{p:?}");
+    load_toml("[defaults]\nstop_grace = \"0s\"\n").expect("a zero grace is allowed");
+}
+
+#[test]
+fn value_checks() {
+    let p = problem("[defaults]\nmax_concurrency = 0\n");
+    assert!(
+        p.message
+            .starts_with("must be at least 1; leave max_concurrency out"),
+        "{p:?}"
+    );
+    let p = problem("[gateway]\nlisten = \"localhost\"\n");
+    assert!(p.message.starts_with("invalid listen address"), "{p:?}");
+    let p = problem("[servers.s]\nurl = \"ftp://x\"\n");
+    assert!(
+        p.message.starts_with("expected an http:// or https:// URL"),
+        "{p:?}"
+    );
+    let p = problem("[proxies.p]\ntarget = \"https://x\"\n");
+    assert!(p.message.starts_with("expected an http:// URL"), "{p:?}");
+    let p = problem("[servers.s]\ncommand = \"x\"\ntools = { allow = [\"\"] }\n");
+    assert_eq!(p.key, "servers.s.tools.allow[0]");
+    let p = problem("[servers.s]\ncommand = \"x\"\nargs = [\"a\", 1]\n");
+    assert_eq!((p.key.as_str(), p.column), ("servers.s.args[1]", 14));
+    assert_eq!(p.message, "expected a string, found an integer");
+    let p = problem("[processes.p]\ncwd = \"x\"\n");
+    assert!(p.message.starts_with("missing `command`"), "{p:?}");
+    let p = problem("[proxies.p]\ntarget = \"http://x\"\nport = 1\n");
+    assert_eq!(
+        p.message,
+        "unknown key `port` in [proxies.p]; expected one of: target, listen"
+    );
+}
+
+#[test]
+fn server_name_rules() {
+    let p = problem("[servers.a__b]\ncommand = \"x\"\n");
+    assert!(p.message.contains("must not contain \"__\""), "{p:?}");
+    let p = problem("[servers.\"my.server\"]\ncommand = \"x\"\n");
+    assert!(p.message.contains("may only contain letters"), "{p:?}");
+    assert_eq!(p.key, "servers.\"my.server\"");
+    let long = "a".repeat(65);
+    let p = problem(&format!("[servers.{long}]\ncommand = \"x\"\n"));
+    assert!(p.message.contains("the limit is 64"), "{p:?}");
+    load_toml("[processes.a__b]\ncommand = \"x\"\n").expect("only server names use __");
+}
+
+#[test]
+fn toml_syntax_error_is_a_single_located_problem() {
+    let p = problem("[servers.x]\ncommand = \"unterminated\n");
+    assert_eq!(p.line, 2, "{p:?}");
+    assert_eq!(p.key, "");
+}
+
+#[test]
+fn mcp_json_is_accepted_as_it_is() {
+    let text = r#"{
+  "mcpServers": {
+    "files": {
+      "command": "npx",
+      "args": ["-y", "server", "${HOME}"],
+      "env": {"GITHUB_TOKEN": "${GH_TOKEN:-none}"},
+      "alwaysAllow": ["read"]
+    },
+    "remote": {"type": "http", "url": "https://example.com/mcp",
+               "headers": {"X-Api-Key": "abcd-efgh"}},
+    "old": {"command": "x", "disabled": true}
+  },
+  "otherTool": {"anything": 1}
+}"#;
+    let config = load_str(Path::new("/proj/.mcp.json"), text, &env).unwrap();
+    assert_eq!(config.format, Format::McpJson);
+    assert_eq!(config.root, Path::new("/proj"));
+    assert_eq!(
+        config.servers.keys().collect::<Vec<_>>(),
+        ["files", "remote"]
+    );
+    let files = config.server("files").unwrap();
+    let Transport::Stdio { args, env, .. } = &files.transport else {
+        panic!("stdio");
+    };
+    assert_eq!(args[2], "/home/me");
+    assert_eq!(env["GITHUB_TOKEN"], "none");
+    assert_eq!(files.secrets, vec!["none".to_owned()]);
+    assert_eq!(files.restart, RestartPolicy::OnFailure);
+    assert_eq!(
+        config.redact("key abcd-efgh"),
+        "key ***",
+        "header values are secrets"
+    );
+}
+
+#[test]
+fn mcp_json_problems_have_lines() {
+    let text = r#"{
+  "mcpServers": {
+    "a": {"command": 3},
+    "b": {"url": "http://x", "type": "stdio"},
+    "c": {"args": ["x"]}
+  }
+}"#;
+    let err = load_str(Path::new(".mcp.json"), text, &env).unwrap_err();
+    let ConfigError::Invalid { problems, .. } = &err else {
+        panic!("{err}");
+    };
+    let located: Vec<(usize, &str)> = problems.iter().map(|p| (p.line, p.key.as_str())).collect();
+    assert_eq!(
+        located,
+        vec![
+            (3, "mcpServers.a.command"),
+            (4, "mcpServers.b.type"),
+            (5, "mcpServers.c")
+        ],
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .starts_with(".mcp.json:3:22: mcpServers.a.command: expected a string, found a number"),
+        "{err}"
+    );
+}
+
+#[test]
+fn json_without_servers_is_explained() {
+    let p = match load_str(Path::new("x.json"), "{\"foo\": 1}", &env) {
+        Err(ConfigError::Invalid { problems, .. }) => problems[0].clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(
+        p.message.contains("does not look like an MCP config"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn vscode_format_with_inputs_and_workspace_folder() {
+    let text = r#"{
+  // VS Code allows comments
+  "inputs": [{"type": "promptString", "id": "key"}],
+  "servers": {
+    "local": {"type": "stdio", "command": "${workspaceFolder}/bin/srv", "args": [],
+              "cwd": "${workspaceFolder}/sub", "envFile": "x"},
+    "web": {"type": "sse", "url": "http://127.0.0.1:1/sse",
+            "headers": {"Authorization": "${input:key}"}},
+  }
+}"#;
+    let path = Path::new("/proj/.vscode/mcp.json");
+    let err = load_str(path, text, &env).unwrap_err();
+    let ConfigError::Invalid { problems, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(problems.len(), 1, "{err}");
+    assert_eq!(problems[0].line, 8);
+    assert_eq!(problems[0].key, "servers.web.headers.Authorization");
+    assert!(problems[0].message.contains("input variables"), "{err}");
+
+    let config = load_str(
+        path,
+        &text.replace("${input:key}", "${env:SEARCH_TOKEN}"),
+        &env,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.format, Format::VsCode);
+    assert_eq!(config.root, Path::new("/proj"));
+    let Transport::Stdio { command, cwd, .. } = &config.server("local").unwrap().transport else {
+        panic!("stdio");
+    };
+    assert_eq!(command, "/proj/bin/srv");
+    assert_eq!(cwd, Path::new("/proj/sub"));
+    assert!(matches!(
+        &config.server("web").unwrap().transport,
+        Transport::Http { url, .. } if url == "http://127.0.0.1:1/sse"
+    ));
+}
+
+#[test]
+fn json_syntax_error_is_located() {
+    let err = load_str(
+        Path::new("/p/.mcp.json"),
+        "{\n  \"mcpServers\": {,}\n}",
+        &env,
+    )
+    .unwrap_err();
+    let ConfigError::Invalid { problems, .. } = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(problems.len(), 1);
+    assert_eq!(problems[0].line, 2, "{err}");
+}
+
+#[test]
+fn load_reports_unreadable_files() {
+    let err = load(Path::new("/nonexistent/corral.toml")).unwrap_err();
+    assert!(matches!(err, ConfigError::Read { .. }));
+    assert!(
+        err.to_string()
+            .starts_with("cannot read config file /nonexistent/corral.toml: "),
+        "{err}"
+    );
+}

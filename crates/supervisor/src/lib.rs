@@ -1,0 +1,125 @@
+//! Runs stdio MCP servers so that nothing they do can hang, blind or leak the host.
+//!
+//! # Theory of operation
+//!
+//! Each configured server gets one actor task ([`server`]) that owns its child process.
+//! The actor spawns the child ([`spawn`]: own process group, `PR_SET_PDEATHSIG`, a
+//! command lookup that turns "not found" into a permanent, well-named error), starts
+//! draining its stderr at once ([`stderr`]: bounded ring, rotated log file, non-blocking
+//! console), and opens a JSON-RPC [`rpc::Connection`] over its stdin/stdout. Then it
+//! races the MCP handshake against the child's exit, its mailbox and shutdown.
+//!
+//! Once ready, callers use the connection directly through a [`ServerHandle`]; the actor
+//! only watches: the child's exit (detected at once, every pending caller failed with the
+//! exit status), notifications (a changed tool list is re-read), call timeouts (a server
+//! that then fails a liveness ping is killed and restarted) and lifecycle commands.
+//!
+//! A death the actor did not ask for produces exactly one event, `server.start_failed`
+//! before ready or `server.crashed` after, each carrying the stderr tail; the restart
+//! policy then decides between backoff (1s doubling to 60s) and giving up, with a
+//! crash-loop breaker. A requested stop closes stdin, signals the group with SIGTERM,
+//! waits out the grace period, SIGKILLs the group and reaps — and emits only
+//! `server.stopped`.
+//!
+//! The [`Supervisor`] is the set of actors, with a shutdown that stops them all
+//! concurrently.
+
+mod console;
+mod exit;
+pub mod lines;
+pub mod rpc;
+mod server;
+pub mod spawn;
+pub mod stderr;
+
+pub use console::Console;
+pub use rpc::{Notification, RpcError};
+pub use server::{
+    CallError, FRAMING_MESSAGE, PING_TIMEOUT, PROTOCOL_VERSION, ServerHandle, ServerState,
+    ServerStatus, Tool, with_tail,
+};
+
+use corral_config::ServerConfig;
+use corral_events::EventBus;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// Where and how servers report.
+#[derive(Clone, Debug)]
+pub struct SupervisorOptions {
+    /// Receives every event.
+    pub bus: EventBus,
+    /// Directory of `<name>.log` files (`.corral/logs`).
+    pub log_dir: PathBuf,
+    /// Log rotation size.
+    pub log_rotate_bytes: u64,
+    /// Live `[server:name]` lines; `None` for no console (tests, `--json` output).
+    pub console: Option<Console>,
+}
+
+impl SupervisorOptions {
+    /// Options with the default rotation size and no console.
+    pub fn new(bus: EventBus, log_dir: PathBuf) -> Self {
+        SupervisorOptions {
+            bus,
+            log_dir,
+            log_rotate_bytes: stderr::LOG_ROTATE_BYTES,
+            console: None,
+        }
+    }
+}
+
+/// All server actors of one project.
+pub struct Supervisor {
+    servers: BTreeMap<String, ServerHandle>,
+    tasks: JoinSet<()>,
+    cancel: CancellationToken,
+}
+
+impl Supervisor {
+    /// Starts one actor per server; each server is spawned at once (eagerly).
+    pub fn start(
+        servers: impl IntoIterator<Item = ServerConfig>,
+        opts: &SupervisorOptions,
+    ) -> Self {
+        let cancel = CancellationToken::new();
+        let mut tasks = JoinSet::new();
+        let mut map = BTreeMap::new();
+        for cfg in servers {
+            let (handle, task) = ServerHandle::spawn(cfg, opts, cancel.child_token(), true);
+            tasks.spawn(async move {
+                let _ = task.await;
+            });
+            map.insert(handle.name().to_owned(), handle);
+        }
+        Supervisor {
+            servers: map,
+            tasks,
+            cancel,
+        }
+    }
+
+    /// The server called `name`.
+    pub fn get(&self, name: &str) -> Option<&ServerHandle> {
+        self.servers.get(name)
+    }
+
+    /// Every server, by name.
+    pub fn servers(&self) -> impl Iterator<Item = &ServerHandle> {
+        self.servers.values()
+    }
+
+    /// Stops every server gracefully and concurrently. Each stop is bounded by its own
+    /// grace periods; `deadline` bounds the whole, after which the remaining actors are
+    /// abandoned (their children still die: `kill_on_drop` and the death signal).
+    pub async fn shutdown(mut self, deadline: Duration) {
+        self.cancel.cancel();
+        let all = async { while self.tasks.join_next().await.is_some() {} };
+        if tokio::time::timeout(deadline, all).await.is_err() {
+            self.tasks.abort_all();
+        }
+    }
+}

@@ -1,0 +1,652 @@
+//! A lean JSON-RPC 2.0 client over a child's stdin/stdout (MCP's stdio transport).
+//!
+//! This is the hot path of every forwarded tool call, so it parses only the envelope
+//! (`id`, `method`, `result`/`error`) and carries params and results as raw JSON text.
+//! Requests are matched to responses by id in a pending map, so any number of calls may
+//! be in flight; each has a deadline, and a call that times out (or whose caller goes
+//! away) sends `notifications/cancelled` to the server.
+//!
+//! Anything on stdout that is not a JSON object — a banner, a debug print, a
+//! `Content-Length:` header of a server speaking LSP framing — never kills the session:
+//! it is handed to [`StdoutSink`] as noise and the stream goes on.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
+
+/// Longest stdout line accepted (a large tool result is one line); longer lines are
+/// discarded as noise so a runaway writer cannot exhaust memory.
+pub const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+/// A failed request, as seen by the caller.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum RpcError {
+    /// The server answered with a JSON-RPC error object.
+    #[error("{message} (JSON-RPC error {code})")]
+    Server {
+        code: i64,
+        message: String,
+        data: Option<String>,
+    },
+    /// No answer within the deadline.
+    #[error("no answer to {method} within {}", humanize(*.after))]
+    Timeout { method: String, after: Duration },
+    /// The connection is gone (the child exited, was stopped or broke the protocol).
+    #[error("{0}")]
+    Closed(Arc<str>),
+    /// The server answered something that is not a valid response.
+    #[error("invalid response to {method}: {detail}")]
+    Invalid { method: String, detail: String },
+}
+
+/// `30s`, `1.5s`, `250ms`.
+pub fn humanize(d: Duration) -> String {
+    if d.as_millis() < 1000 {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+/// A message the server sent us on its own initiative.
+#[derive(Debug, Clone)]
+pub struct Notification {
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+}
+
+/// Where the reader reports what is not a response.
+pub trait StdoutSink: Send + Sync + 'static {
+    /// A line that is not a JSON-RPC message (already truncated for display).
+    fn noise(&self, line: &str);
+    /// The server speaks `Content-Length:` framing; reported once per connection.
+    fn framing_mismatch(&self);
+    /// A notification from the server.
+    fn notification(&self, note: Notification);
+}
+
+type Reply = Result<Box<RawValue>, RpcError>;
+
+#[derive(Default)]
+struct Pending {
+    waiters: HashMap<u64, oneshot::Sender<Reply>>,
+    closed: Option<Arc<str>>,
+}
+
+enum Outgoing {
+    Line(Vec<u8>),
+    CloseStdin,
+}
+
+/// One JSON-RPC session with one child instance. Cheap to share (`Arc`), used
+/// concurrently by every caller.
+pub struct Connection {
+    next_id: AtomicU64,
+    pending: Mutex<Pending>,
+    out: mpsc::UnboundedSender<Outgoing>,
+    permits: Option<Semaphore>,
+    /// Signalled when a request times out, so the owner can check liveness.
+    timed_out: Notify,
+    framing_reported: AtomicBool,
+}
+
+impl Connection {
+    /// Starts the reader and writer tasks over the child's pipes.
+    pub fn start(
+        stdin: impl AsyncWrite + Unpin + Send + 'static,
+        stdout: impl AsyncRead + Unpin + Send + 'static,
+        max_concurrency: Option<usize>,
+        sink: Arc<dyn StdoutSink>,
+    ) -> Arc<Connection> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let conn = Arc::new(Connection {
+            next_id: AtomicU64::new(1),
+            pending: Mutex::new(Pending::default()),
+            out: tx,
+            permits: max_concurrency.map(Semaphore::new),
+            timed_out: Notify::new(),
+            framing_reported: AtomicBool::new(false),
+        });
+        tokio::spawn(write_loop(stdin, rx));
+        tokio::spawn(read_loop(stdout, Arc::downgrade(&conn), sink));
+        conn
+    }
+
+    /// Sends a request and waits for its result, at most `timeout` (which includes the
+    /// wait for a concurrency permit).
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let timeout_err = || RpcError::Timeout {
+            method: method.to_owned(),
+            after: timeout,
+        };
+        let _permit = match &self.permits {
+            Some(sem) => match tokio::time::timeout_at(deadline, sem.acquire()).await {
+                Ok(Ok(p)) => Some(p),
+                Ok(Err(_)) => return Err(self.closed_error()),
+                Err(_) => return Err(timeout_err()),
+            },
+            None => None,
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.pending.lock().unwrap();
+            if let Some(reason) = &pending.closed {
+                return Err(RpcError::Closed(reason.clone()));
+            }
+            pending.waiters.insert(id, tx);
+        }
+        let mut guard = InFlight {
+            conn: self,
+            id,
+            done: false,
+        };
+        let mut line = String::with_capacity(64 + params.map_or(0, |p| p.get().len()));
+        let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},"method":"#);
+        push_json_str(&mut line, method);
+        if let Some(p) = params {
+            line.push_str(r#","params":"#);
+            push_single_line(&mut line, p.get());
+        }
+        line.push_str("}\n");
+        if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
+            guard.done = true;
+            self.pending.lock().unwrap().waiters.remove(&id);
+            return Err(self.closed_error());
+        }
+        let result = tokio::time::timeout_at(deadline, rx).await;
+        guard.done = true;
+        match result {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err(self.closed_error()),
+            Err(_) => {
+                self.abandon(id, "timeout");
+                self.timed_out.notify_one();
+                Err(timeout_err())
+            }
+        }
+    }
+
+    /// Sends a notification (no response expected).
+    pub fn notify(&self, method: &str, params: Option<&RawValue>) {
+        let mut line = String::from(r#"{"jsonrpc":"2.0","method":"#);
+        push_json_str(&mut line, method);
+        if let Some(p) = params {
+            line.push_str(r#","params":"#);
+            push_single_line(&mut line, p.get());
+        }
+        line.push_str("}\n");
+        let _ = self.out.send(Outgoing::Line(line.into_bytes()));
+    }
+
+    /// Fails every pending and future request with `reason`.
+    pub fn close(&self, reason: &str) {
+        let waiters = {
+            let mut pending = self.pending.lock().unwrap();
+            if pending.closed.is_none() {
+                pending.closed = Some(reason.into());
+            }
+            std::mem::take(&mut pending.waiters)
+        };
+        let reason: Arc<str> = reason.into();
+        for (_, tx) in waiters {
+            let _ = tx.send(Err(RpcError::Closed(reason.clone())));
+        }
+        if let Some(sem) = &self.permits {
+            sem.close();
+        }
+    }
+
+    /// Closes the child's stdin (after everything already queued is written): the polite
+    /// way to ask an MCP stdio server to exit.
+    pub fn close_stdin(&self) {
+        let _ = self.out.send(Outgoing::CloseStdin);
+    }
+
+    /// Resolves when some request has timed out since the last call.
+    pub async fn timed_out(&self) {
+        self.timed_out.notified().await
+    }
+
+    /// Number of requests waiting for an answer.
+    pub fn in_flight(&self) -> usize {
+        self.pending.lock().unwrap().waiters.len()
+    }
+
+    fn closed_error(&self) -> RpcError {
+        let reason = self.pending.lock().unwrap().closed.clone();
+        RpcError::Closed(reason.unwrap_or_else(|| "connection closed".into()))
+    }
+
+    /// Forgets request `id` and tells the server we no longer want its answer.
+    fn abandon(&self, id: u64, reason: &str) {
+        let removed = self.pending.lock().unwrap().waiters.remove(&id).is_some();
+        if removed {
+            let params = format!(r#"{{"requestId":{id},"reason":"{reason}"}}"#);
+            let params = RawValue::from_string(params).expect("valid JSON");
+            self.notify("notifications/cancelled", Some(&params));
+        }
+    }
+
+    fn deliver(&self, id: u64, reply: Reply) -> bool {
+        let waiter = self.pending.lock().unwrap().waiters.remove(&id);
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(reply);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Sends `notifications/cancelled` if the caller's future is dropped before the answer.
+struct InFlight<'a> {
+    conn: &'a Connection,
+    id: u64,
+    done: bool,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.conn
+                .abandon(self.id, "request cancelled by the client");
+        }
+    }
+}
+
+fn push_json_str(out: &mut String, s: &str) {
+    out.push_str(&serde_json::to_string(s).expect("strings serialize"));
+}
+
+/// Appends raw JSON keeping it on one line: a newline in JSON text can only be
+/// insignificant whitespace (strings cannot hold raw control characters), so it is
+/// replaced by a space.
+fn push_single_line(out: &mut String, json: &str) {
+    if json.contains(['\n', '\r']) {
+        out.extend(
+            json.chars()
+                .map(|c| if c == '\n' || c == '\r' { ' ' } else { c }),
+        );
+    } else {
+        out.push_str(json);
+    }
+}
+
+async fn write_loop(stdin: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+    let mut w = BufWriter::with_capacity(64 * 1024, stdin);
+    while let Some(msg) = rx.recv().await {
+        let mut next = Some(msg);
+        // Write everything already queued, then flush once: one syscall for a burst.
+        while let Some(msg) = next.take() {
+            match msg {
+                Outgoing::Line(bytes) => {
+                    if w.write_all(&bytes).await.is_err() {
+                        return;
+                    }
+                }
+                Outgoing::CloseStdin => {
+                    let _ = w.flush().await;
+                    let _ = w.shutdown().await;
+                    return;
+                }
+            }
+            next = rx.try_recv().ok();
+        }
+        if w.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// The envelope of any JSON-RPC message; everything else stays raw.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(default)]
+    error: Option<ErrorObject>,
+}
+
+#[derive(Deserialize)]
+struct ErrorObject {
+    code: i64,
+    message: String,
+    #[serde(default)]
+    data: Option<Box<RawValue>>,
+}
+
+async fn read_loop(
+    stdout: impl AsyncRead + Unpin,
+    conn: std::sync::Weak<Connection>,
+    sink: Arc<dyn StdoutSink>,
+) {
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        match read_bounded_line(&mut reader, &mut line).await {
+            Ok(LineRead::Eof) | Err(_) => break,
+            Ok(LineRead::TooLong(n)) => {
+                sink.noise(&format!(
+                    "<discarded a {n}-byte stdout line: longer than {MAX_MESSAGE} bytes>"
+                ));
+                continue;
+            }
+            Ok(LineRead::Line) => {}
+        }
+        let Some(conn) = conn.upgrade() else { break };
+        let text = trim_line_end(&line);
+        if text.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        dispatch(&conn, text, &*sink);
+    }
+}
+
+fn trim_line_end(line: &[u8]) -> &[u8] {
+    let mut end = line.len();
+    while end > 0 && (line[end - 1] == b'\n' || line[end - 1] == b'\r') {
+        end -= 1;
+    }
+    &line[..end]
+}
+
+fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return not_json(conn, text, sink);
+    }
+    let env: Envelope<'_> = match serde_json::from_slice(text) {
+        Ok(env) => env,
+        Err(_) => return not_json(conn, text, sink),
+    };
+    match (env.method, env.id) {
+        (None, Some(id)) => {
+            let Ok(id) = serde_json::from_str::<u64>(id.get()) else {
+                sink.noise(&display_line(text));
+                return;
+            };
+            let reply = match (env.result, env.error) {
+                (_, Some(e)) => Err(RpcError::Server {
+                    code: e.code,
+                    message: e.message,
+                    data: e.data.map(|d| d.get().to_owned()),
+                }),
+                (Some(r), None) => Ok(r.to_owned()),
+                (None, None) => Err(RpcError::Invalid {
+                    method: format!("request {id}"),
+                    detail: "response has neither result nor error".into(),
+                }),
+            };
+            // An answer to a request we already gave up on is dropped silently.
+            conn.deliver(id, reply);
+        }
+        (Some(method), Some(id)) => answer_server_request(conn, &method, id),
+        (Some(method), None) => sink.notification(Notification {
+            method: method.into_owned(),
+            params: env.params.map(|p| p.to_owned()),
+        }),
+        (None, None) => sink.noise(&display_line(text)),
+    }
+}
+
+/// Requests from the server to us. Corral offers the client capabilities it declared
+/// (none yet beyond ping), so everything else is "method not found".
+fn answer_server_request(conn: &Connection, method: &str, id: &RawValue) {
+    let line = if method == "ping" {
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{}}}}\n",
+            id.get()
+        )
+    } else {
+        let mut msg = String::new();
+        push_json_str(
+            &mut msg,
+            &format!("method not supported by corral: {method}"),
+        );
+        format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":{},\"error\":{{\"code\":-32601,\"message\":{msg}}}}}\n",
+            id.get()
+        )
+    };
+    let _ = conn.out.send(Outgoing::Line(line.into_bytes()));
+}
+
+fn not_json(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+    let shown = display_line(text);
+    if shown
+        .get(..15)
+        .is_some_and(|p| p.eq_ignore_ascii_case("content-length:"))
+    {
+        if !conn.framing_reported.swap(true, Ordering::Relaxed) {
+            sink.framing_mismatch();
+        }
+        return;
+    }
+    sink.noise(&shown);
+}
+
+/// A stdout line made fit for logs and events: lossy UTF-8, at most 1 KiB.
+fn display_line(text: &[u8]) -> String {
+    const SHOWN: usize = 1024;
+    let cut = text.len().min(SHOWN);
+    let mut s = String::from_utf8_lossy(&text[..cut]).into_owned();
+    if text.len() > SHOWN {
+        s.push_str(crate::lines::TRUNCATION_MARKER);
+    }
+    s
+}
+
+enum LineRead {
+    Line,
+    Eof,
+    TooLong(usize),
+}
+
+async fn read_bounded_line(
+    reader: &mut BufReader<impl AsyncRead + Unpin>,
+    line: &mut Vec<u8>,
+) -> std::io::Result<LineRead> {
+    let mut discarded = 0usize;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if discarded > 0 {
+                LineRead::TooLong(discarded)
+            } else if line.is_empty() {
+                LineRead::Eof
+            } else {
+                LineRead::Line
+            });
+        }
+        let (chunk, found) = match buf.iter().position(|&b| b == b'\n') {
+            Some(i) => (&buf[..=i], true),
+            None => (buf, false),
+        };
+        let n = chunk.len();
+        if discarded > 0 || line.len() + n > MAX_MESSAGE {
+            discarded += line.len() + n;
+            line.clear();
+        } else {
+            line.extend_from_slice(chunk);
+        }
+        reader.consume(n);
+        if found {
+            return Ok(if discarded > 0 {
+                LineRead::TooLong(discarded)
+            } else {
+                LineRead::Line
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    #[derive(Default)]
+    struct Recorder {
+        noise: Mutex<Vec<String>>,
+        framing: AtomicU64,
+        notes: Mutex<Vec<String>>,
+    }
+
+    impl StdoutSink for Recorder {
+        fn noise(&self, line: &str) {
+            self.noise.lock().unwrap().push(line.to_owned());
+        }
+        fn framing_mismatch(&self) {
+            self.framing.fetch_add(1, Ordering::Relaxed);
+        }
+        fn notification(&self, note: Notification) {
+            self.notes.lock().unwrap().push(note.method);
+        }
+    }
+
+    /// A fake peer over in-memory pipes: answers each request with its own id after
+    /// writing whatever `before` lines it is given.
+    async fn echo_peer(
+        server_in: tokio::io::DuplexStream,
+        mut server_out: tokio::io::DuplexStream,
+        before: Vec<&'static str>,
+    ) {
+        let mut lines = tokio::io::BufReader::new(server_in).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            let Some(id) = v.get("id") else { continue };
+            for b in &before {
+                server_out.write_all(b.as_bytes()).await.unwrap();
+                server_out.write_all(b"\n").await.unwrap();
+            }
+            let method = v["method"].as_str().unwrap();
+            let reply = if method == "hang" {
+                continue;
+            } else {
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"m":"{method}"}}}}"#)
+            };
+            server_out.write_all(reply.as_bytes()).await.unwrap();
+            server_out.write_all(b"\n").await.unwrap();
+        }
+    }
+
+    fn pair(before: Vec<&'static str>) -> (Arc<Connection>, Arc<Recorder>) {
+        let (client_w, server_r) = tokio::io::duplex(1 << 16);
+        let (server_w, client_r) = tokio::io::duplex(1 << 16);
+        tokio::spawn(echo_peer(server_r, server_w, before));
+        let rec = Arc::new(Recorder::default());
+        (
+            Connection::start(client_w, client_r, None, rec.clone()),
+            rec,
+        )
+    }
+
+    #[tokio::test]
+    async fn noise_lines_do_not_break_the_session() {
+        let (conn, rec) = pair(vec!["Starting server...", "{\"not\":\"rpc\"}", "[1,2]"]);
+        let r = conn
+            .request("a", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(r.get(), r#"{"m":"a"}"#);
+        assert_eq!(rec.noise.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn content_length_header_is_reported_once() {
+        let (conn, rec) = pair(vec!["Content-Length: 42", ""]);
+        conn.request("a", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        conn.request("b", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(rec.framing.load(Ordering::Relaxed), 1);
+        assert!(rec.noise.lock().unwrap().is_empty());
+    }
+
+    #[tokio::test]
+    async fn concurrent_requests_are_matched_by_id() {
+        let (conn, _) = pair(vec![]);
+        let calls = (0..50).map(|i| {
+            let conn = conn.clone();
+            async move {
+                let m = format!("m{i}");
+                let r = conn
+                    .request(&m, None, Duration::from_secs(5))
+                    .await
+                    .unwrap();
+                assert_eq!(r.get(), format!(r#"{{"m":"{m}"}}"#));
+            }
+        });
+        futures_join_all(calls).await;
+        assert_eq!(conn.in_flight(), 0);
+    }
+
+    #[tokio::test]
+    async fn timeout_is_bounded_and_close_fails_pending() {
+        let (conn, _) = pair(vec![]);
+        let err = conn
+            .request("hang", None, Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert_eq!(err.to_string(), "no answer to hang within 50ms");
+        assert_eq!(conn.in_flight(), 0);
+        let c2 = conn.clone();
+        let waiting =
+            tokio::spawn(async move { c2.request("hang", None, Duration::from_secs(30)).await });
+        while conn.in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        conn.close("server 'x' exited with code 3");
+        let err = waiting.await.unwrap().unwrap_err();
+        assert_eq!(
+            err,
+            RpcError::Closed("server 'x' exited with code 3".into())
+        );
+        let err = conn
+            .request("a", None, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, RpcError::Closed(_)));
+    }
+
+    #[test]
+    fn multi_line_params_are_flattened() {
+        let mut s = String::new();
+        push_single_line(&mut s, "{\n  \"a\": \"x\\ny\"\r\n}");
+        assert_eq!(s, "{   \"a\": \"x\\ny\"  }");
+        let _: serde_json::Value = serde_json::from_str(&s).unwrap();
+    }
+
+    async fn futures_join_all<F: std::future::Future<Output = ()> + Send + 'static>(
+        futs: impl Iterator<Item = F>,
+    ) {
+        let handles: Vec<_> = futs.map(tokio::spawn).collect();
+        for h in handles {
+            h.await.unwrap();
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! Starting a child: command lookup, process group, death signal.
+//!
+//! Problems that no restart can fix (a command that does not exist, a file that is not
+//! executable, a missing working directory) are found here, before `fork`, and reported
+//! as [`SpawnError`]s that the server actor treats as permanent: no restart loop.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use tokio::process::{Child, Command};
+
+/// Why a child could not be started. Always permanent for the current config.
+#[derive(Debug, Clone, thiserror::Error, PartialEq)]
+pub enum SpawnError {
+    #[error("command '{command}' not found in PATH (searched: {path})")]
+    NotFound { command: String, path: String },
+    #[error("command '{}' is not executable (mode {mode:o}); run `chmod +x` on it or fix `command`", path.display())]
+    NotExecutable { path: PathBuf, mode: u32 },
+    #[error("command '{}' does not exist (relative commands are resolved against the server's cwd)", path.display())]
+    Missing { path: PathBuf },
+    #[error("working directory '{}' does not exist; fix `cwd` (it is relative to the config file)", path.display())]
+    NoCwd { path: PathBuf },
+    #[error("could not start '{command}': {message}")]
+    Os { command: String, message: String },
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SpawnSpec<'a> {
+    pub command: &'a str,
+    pub args: &'a [String],
+    /// Merged over the parent's environment.
+    pub env: &'a BTreeMap<String, String>,
+    pub cwd: &'a Path,
+}
+
+/// Finds the executable for `command` the way `execvp` would, but with an error that
+/// names what was searched.
+pub fn resolve(spec: &SpawnSpec<'_>) -> Result<PathBuf, SpawnError> {
+    if !spec.cwd.is_dir() {
+        return Err(SpawnError::NoCwd {
+            path: spec.cwd.to_owned(),
+        });
+    }
+    if spec.command.contains('/') {
+        let path = spec.cwd.join(spec.command);
+        return check_executable(&path)
+            .and_then(|found| found.ok_or(SpawnError::Missing { path: path.clone() }));
+    }
+    let path_var: OsString = match spec.env.get("PATH") {
+        Some(p) => p.into(),
+        None => std::env::var_os("PATH").unwrap_or_default(),
+    };
+    let mut not_executable = None;
+    for dir in std::env::split_paths(&path_var) {
+        let dir = if dir.as_os_str().is_empty() {
+            spec.cwd.to_owned()
+        } else {
+            dir
+        };
+        match check_executable(&dir.join(spec.command)) {
+            Ok(Some(found)) => return Ok(found),
+            Ok(None) => {}
+            Err(e) => not_executable = not_executable.or(Some(e)),
+        }
+    }
+    Err(not_executable.unwrap_or_else(|| SpawnError::NotFound {
+        command: spec.command.to_owned(),
+        path: path_var.to_string_lossy().into_owned(),
+    }))
+}
+
+/// `Ok(Some)` if `path` is an executable file, `Ok(None)` if it does not exist.
+fn check_executable(path: &Path) -> Result<Option<PathBuf>, SpawnError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => {
+            let mode = meta.permissions().mode();
+            if mode & 0o111 == 0 {
+                Err(SpawnError::NotExecutable {
+                    path: path.to_owned(),
+                    mode: mode & 0o7777,
+                })
+            } else {
+                Ok(Some(path.to_owned()))
+            }
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Spawns the child with all three pipes, in a new process group (so stop signals reach
+/// its grandchildren), with `PR_SET_PDEATHSIG = SIGKILL` (so it dies with us even when
+/// we are killed with SIGKILL).
+pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Child, SpawnError> {
+    let program = resolve(spec)?;
+    let mut cmd = Command::new(&program);
+    cmd.args(spec.args)
+        .envs(spec.env)
+        .current_dir(spec.cwd)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
+    // functions (prctl, getppid, kill).
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died between fork and prctl; then no signal will come.
+            if libc::getppid() != parent {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().map_err(|e| SpawnError::Os {
+        command: spec.command.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+/// Sends `signal` to the whole process group `pgid`. Errors (the group is gone) are
+/// ignored: that is the outcome we wanted.
+pub fn signal_group(pgid: u32, signal: libc::c_int) {
+    if pgid > 1 {
+        // SAFETY: killpg has no memory-safety preconditions.
+        unsafe {
+            libc::killpg(pgid as libc::pid_t, signal);
+        }
+    }
+}
+
+/// Whether any process of group `pgid` is still alive.
+pub fn group_alive(pgid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence.
+    pgid > 1 && unsafe { libc::killpg(pgid as libc::pid_t, 0) } == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec<'a>(command: &'a str, env: &'a BTreeMap<String, String>) -> SpawnSpec<'a> {
+        SpawnSpec {
+            command,
+            args: &[],
+            env,
+            cwd: Path::new("/"),
+        }
+    }
+
+    #[test]
+    fn missing_command_names_command_and_path() {
+        let mut env = BTreeMap::new();
+        env.insert("PATH".into(), "/nonexistent-a:/nonexistent-b".into());
+        let err = resolve(&spec("no-such-tool", &env)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "command 'no-such-tool' not found in PATH (searched: /nonexistent-a:/nonexistent-b)"
+        );
+    }
+
+    #[test]
+    fn finds_sh_in_path() {
+        let env = BTreeMap::new();
+        let found = resolve(&spec("sh", &env)).unwrap();
+        assert!(found.ends_with("sh"));
+    }
+
+    #[test]
+    fn non_executable_file_is_reported_with_mode() {
+        let dir = std::env::temp_dir().join(format!("corral-spawn-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("script.sh");
+        std::fs::write(&file, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let env = BTreeMap::new();
+        let s = SpawnSpec {
+            command: "./script.sh",
+            args: &[],
+            env: &env,
+            cwd: &dir,
+        };
+        let err = resolve(&s).unwrap_err();
+        assert!(
+            matches!(err, SpawnError::NotExecutable { mode: 0o644, .. }),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn missing_cwd_is_reported() {
+        let env = BTreeMap::new();
+        let s = SpawnSpec {
+            command: "sh",
+            args: &[],
+            env: &env,
+            cwd: Path::new("/definitely/not/here"),
+        };
+        assert!(matches!(resolve(&s), Err(SpawnError::NoCwd { .. })));
+    }
+}

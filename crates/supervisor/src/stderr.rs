@@ -1,0 +1,213 @@
+//! Where a child's stderr goes: the tail ring, the log file and the live console.
+//!
+//! The drain starts the moment the child is spawned, before the handshake, so a server
+//! that dies during `initialize` has its traceback captured. It never waits on anyone:
+//! the ring is a bounded in-memory queue, the log file rotates at a fixed size, and the
+//! console drops lines (and says so) rather than block when the terminal is slow. A child
+//! writing a gigabyte to stderr therefore never blocks on its pipe, and our memory stays
+//! bounded whatever it writes.
+
+use crate::console::Console;
+use crate::lines::LineSplitter;
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+/// Lines kept in memory per child (DESIGN.md: 50 lines × 8 KiB).
+pub const RING_LINES: usize = 50;
+/// Longest line kept; longer ones are cut with a marker.
+pub const MAX_LINE: usize = 8 * 1024;
+/// Size at which a log file is rotated to `<name>.log.1`.
+pub const LOG_ROTATE_BYTES: u64 = 10 * 1024 * 1024;
+
+/// The last [`RING_LINES`] stderr lines of one child instance.
+///
+/// A fresh ring is made for every spawn, so a restarted server's tail shows only its own
+/// life; the crash event of the previous instance already carries the old tail.
+#[derive(Debug, Clone, Default)]
+pub struct StderrRing {
+    inner: Arc<Mutex<RingInner>>,
+}
+
+#[derive(Debug, Default)]
+struct RingInner {
+    lines: VecDeque<String>,
+    total: u64,
+}
+
+impl StderrRing {
+    /// Appends a line, evicting the oldest beyond [`RING_LINES`].
+    pub fn push(&self, line: String) {
+        let mut inner = self.inner.lock().unwrap();
+        if inner.lines.len() == RING_LINES {
+            inner.lines.pop_front();
+        }
+        inner.lines.push_back(line);
+        inner.total += 1;
+    }
+
+    /// The last `n` lines, oldest first.
+    pub fn tail(&self, n: usize) -> Vec<String> {
+        let inner = self.inner.lock().unwrap();
+        let skip = inner.lines.len().saturating_sub(n);
+        inner.lines.iter().skip(skip).cloned().collect()
+    }
+
+    /// How many lines this instance has written in all.
+    pub fn total_lines(&self) -> u64 {
+        self.inner.lock().unwrap().total
+    }
+}
+
+/// An append-only log file that rotates to `<path>.1` when it reaches its size limit.
+#[derive(Debug)]
+pub struct LogFile {
+    path: PathBuf,
+    file: Option<File>,
+    size: u64,
+    limit: u64,
+}
+
+impl LogFile {
+    /// Opens (creating directories as needed) a log at `path`.
+    pub fn open(path: &Path, limit: u64) -> io::Result<LogFile> {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let size = file.metadata()?.len();
+        Ok(LogFile {
+            path: path.to_owned(),
+            file: Some(file),
+            size,
+            limit,
+        })
+    }
+
+    /// Appends one line with a newline. Errors are swallowed after the first: a full disk
+    /// must not stop the drain (the ring and console still work).
+    pub fn write_line(&mut self, prefix: &str, line: &str) {
+        if self.size >= self.limit {
+            self.rotate();
+        }
+        if let Some(file) = &mut self.file {
+            let n = prefix.len() + line.len() + 1;
+            let mut buf = Vec::with_capacity(n);
+            buf.extend_from_slice(prefix.as_bytes());
+            buf.extend_from_slice(line.as_bytes());
+            buf.push(b'\n');
+            if file.write_all(&buf).is_err() {
+                self.file = None;
+            }
+            self.size += n as u64;
+        }
+    }
+
+    fn rotate(&mut self) {
+        let mut old = self.path.clone().into_os_string();
+        old.push(".1");
+        self.file = None;
+        let _ = std::fs::rename(&self.path, &old);
+        self.file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .ok();
+        self.size = 0;
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// A log shared by the stderr drain and the stdout reader of one server.
+pub type SharedLog = Arc<Mutex<Option<LogFile>>>;
+
+/// Everything one stderr line is written to.
+pub struct StderrSinks {
+    /// Server name, for the console prefix.
+    pub name: String,
+    pub ring: StderrRing,
+    pub log: SharedLog,
+    /// `None` when the server is `quiet`.
+    pub console: Option<Console>,
+}
+
+/// Reads `stderr` to EOF, splitting lines and feeding every sink. Returns at EOF or on a
+/// read error (the child is gone either way).
+pub async fn drain(mut stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
+    let mut splitter = LineSplitter::new(MAX_LINE);
+    let mut buf = vec![0u8; 64 * 1024];
+    let prefix = format!("[server:{}] ", sinks.name);
+    let deliver = |line: String| {
+        if let Some(log) = sinks.log.lock().unwrap().as_mut() {
+            log.write_line("", &line);
+        }
+        if let Some(console) = &sinks.console {
+            console.dim_line(&prefix, &line);
+        }
+        sinks.ring.push(line);
+    };
+    loop {
+        match stderr.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => splitter.push(&buf[..n], deliver),
+        }
+    }
+    splitter.finish(deliver);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ring_keeps_the_last_fifty() {
+        let ring = StderrRing::default();
+        for i in 0..120 {
+            ring.push(format!("line {i}"));
+        }
+        let tail = ring.tail(100);
+        assert_eq!(tail.len(), RING_LINES);
+        assert_eq!(tail[0], "line 70");
+        assert_eq!(tail[49], "line 119");
+        assert_eq!(ring.tail(2), ["line 118", "line 119"]);
+        assert_eq!(ring.total_lines(), 120);
+    }
+
+    #[test]
+    fn log_file_rotates_at_limit() {
+        let dir = std::env::temp_dir().join(format!("corral-log-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("logs/a.log");
+        let mut log = LogFile::open(&path, 100).unwrap();
+        for i in 0..30 {
+            log.write_line("", &format!("line {i:04}"));
+        }
+        let cur = std::fs::read_to_string(&path).unwrap();
+        let old = std::fs::read_to_string(dir.join("logs/a.log.1")).unwrap();
+        assert!(cur.len() <= 110, "current log bounded: {}", cur.len());
+        assert!(old.len() <= 110);
+        assert!(cur.ends_with("line 0029\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn drain_feeds_ring_and_flushes_partial_line() {
+        let ring = StderrRing::default();
+        let sinks = StderrSinks {
+            name: "t".into(),
+            ring: ring.clone(),
+            log: Arc::new(Mutex::new(None)),
+            console: None,
+        };
+        let input: &[u8] = b"first\r\nsecond\nthird";
+        drain(input, sinks).await;
+        assert_eq!(ring.tail(10), ["first", "second", "third"]);
+    }
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The whole test set-up and run, on a fresh machine:
+#   1. installs the real MCP peers (npm + PyPI) into .peers/ (git-ignored),
+#   2. builds every binary (the tests drive the real `corral` and `corral-fixture`),
+#   3. runs every test with cargo-nextest (falls back to `cargo test` without it).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-peers.sh
+cargo build --workspace --bins --locked
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  cargo test --workspace --locked --no-fail-fast
+fi
