@@ -130,12 +130,21 @@ pub enum CallError {
         since: String,
         detail: String,
     },
-    #[error("server '{server}': {source}")]
+    #[error("{}", rpc_message(server, source))]
     Rpc {
         server: String,
         #[source]
         source: RpcError,
     },
+}
+
+/// A closed connection's reason already names the server ("server 'x' exited with code
+/// 3"); other errors get the name prefixed.
+fn rpc_message(server: &str, e: &RpcError) -> String {
+    match e {
+        RpcError::Closed(reason) => reason.to_string(),
+        other => format!("server '{server}': {other}"),
+    }
 }
 
 enum Control {
