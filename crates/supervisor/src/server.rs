@@ -770,8 +770,7 @@ impl Actor {
                 return self.stop_for(msg, &mut child, &conn, &mut drain, pid).await;
             }
             _ = self.cancel.cancelled() => {
-                self.graceful_stop(&mut child, &conn, &mut drain, pid).await;
-                return Ended::Shutdown;
+                return self.stop_for(None, &mut child, &conn, &mut drain, pid).await;
             }
         };
 
@@ -826,8 +825,7 @@ impl Actor {
                     return self.stop_for(msg, &mut child, &conn, &mut drain, pid).await;
                 }
                 _ = self.cancel.cancelled() => {
-                    self.graceful_stop(&mut child, &conn, &mut drain, pid).await;
-                    return Ended::Shutdown;
+                    return self.stop_for(None, &mut child, &conn, &mut drain, pid).await;
                 }
             }
         }

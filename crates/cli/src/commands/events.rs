@@ -19,22 +19,32 @@ pub async fn run(config: Option<&Path>, follow: bool, json: bool, standalone: bo
     let mut rx = bus.subscribe();
     let run = Standalone::start(&cfg, servers, bus);
     let color = output::color_stdout();
-    let print = async {
-        loop {
-            match rx.recv().await {
-                Ok(ev) if json => println!("{}", ev.to_json_line()),
-                Ok(ev) => println!("{}", output::render_event(&ev, color)),
-                Err(RecvError::Lagged(n)) => {
-                    eprintln!("corral: {n} events dropped (output too slow)")
-                }
-                Err(RecvError::Closed) => break,
-            }
+    let show = |ev: corral_events::Event| {
+        if json {
+            println!("{}", ev.to_json_line());
+        } else {
+            println!("{}", output::render_event(&ev, color));
         }
     };
-    tokio::select! {
-        _ = print => {}
-        _ = project::interrupted() => {}
+    // On Ctrl-C / SIGTERM the servers are stopped while events keep printing, so the
+    // stream ends with their `server.stopped` events.
+    let stop = async {
+        project::interrupted().await;
+        run.stop().await;
+    };
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            r = rx.recv() => match r {
+                Ok(ev) => show(ev),
+                Err(RecvError::Lagged(n)) => eprintln!("corral: {n} events dropped (output too slow)"),
+                Err(RecvError::Closed) => break,
+            },
+            _ = &mut stop => break,
+        }
     }
-    run.stop().await;
+    while let Ok(ev) = rx.try_recv() {
+        show(ev);
+    }
     Ok(())
 }

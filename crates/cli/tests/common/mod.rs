@@ -1,0 +1,161 @@
+//! Runs the real `corral` binary against configs written into temp dirs.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+pub const DEADLINE: Duration = Duration::from_secs(30);
+
+pub fn corral() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_corral"))
+}
+
+/// The fixture server, built beside `corral` by `cargo build --workspace --bins`.
+pub fn fixture() -> PathBuf {
+    let path = corral().with_file_name("corral-fixture");
+    assert!(
+        path.exists(),
+        "{} missing: run `cargo build --workspace --bins`",
+        path.display()
+    );
+    path
+}
+
+/// The repository root (for tests/peers and .peers).
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+/// The installed peers; a clear failure when `scripts/install-peers.sh` was not run.
+pub fn peers() -> PathBuf {
+    let p = repo().join(".peers");
+    assert!(
+        p.join("venv/bin/python").exists() && p.join("node/node_modules").exists(),
+        "real peers are not installed: run ./scripts/install-peers.sh (./scripts/test.sh does)"
+    );
+    p
+}
+
+pub struct Project {
+    pub dir: PathBuf,
+}
+
+impl Project {
+    /// A temp project whose corral.toml is `config` with `{fixture}` replaced.
+    pub fn new(config: &str) -> Project {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "corral-cli-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = Project { dir };
+        p.write("corral.toml", config);
+        p
+    }
+
+    pub fn write(&self, name: &str, text: &str) {
+        let text = text
+            .replace("{fixture}", &fixture().to_string_lossy())
+            .replace("{repo}", &repo().to_string_lossy());
+        std::fs::write(self.dir.join(name), text).unwrap();
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(corral());
+        c.args(args)
+            .current_dir(&self.dir)
+            .env_remove("CORRAL_CONFIG");
+        c
+    }
+
+    /// Runs to completion, bounded by [`DEADLINE`].
+    pub fn run(&self, args: &[&str]) -> Run {
+        let child = self
+            .cmd(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(DEADLINE) {
+            Ok(out) => Run(out.unwrap()),
+            Err(_) => {
+                unsafe {
+                    libc::kill(pid as i32, libc::SIGKILL);
+                }
+                panic!("corral {args:?} did not finish within {DEADLINE:?}");
+            }
+        }
+    }
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub struct Run(pub Output);
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.0.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.0.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.0.stderr).into_owned()
+    }
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code(),
+            self.stdout(),
+            self.stderr()
+        )
+    }
+}
+
+pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+        Err(_) => false,
+    }
+}
+
+pub fn read_pid(path: &Path) -> u32 {
+    wait_until(&format!("pid file {}", path.display()), || path.exists());
+    std::fs::read_to_string(path)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
