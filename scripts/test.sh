@@ -10,5 +10,6 @@ cargo build --workspace --bins --locked
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
 else
-  cargo test --workspace --locked --no-fail-fast
+  # One test at a time: process-tree checks look at the test process's children.
+  cargo test --workspace --locked --no-fail-fast -- --test-threads=1
 fi

@@ -389,6 +389,11 @@ impl ServerHandle {
         })
     }
 
+    /// Requests sent to the current instance and not yet answered.
+    pub fn in_flight(&self) -> usize {
+        self.connection().map_or(0, |c| c.in_flight())
+    }
+
     fn connection(&self) -> Option<Arc<Connection>> {
         self.shared.conn.read().unwrap().clone()
     }

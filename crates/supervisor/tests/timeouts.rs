@@ -26,6 +26,13 @@ async fn a_hung_call_times_out_and_the_server_keeps_serving() {
     );
     let ev = h.wait_event("server.call_timeout", "fx").await;
     assert_eq!(ev.data["tool"], "hang");
+    // The server was told to stop working on it.
+    wait_until("notifications/cancelled reached the server", || {
+        s.stderr_tail(50)
+            .iter()
+            .any(|l| l.starts_with("fixture: cancelled request "))
+    })
+    .await;
     // It still answers ping, so it is kept: same pid, further calls work.
     let r = s
         .call_tool("echo", Some(&args(r#"{"text":"still here"}"#)))
@@ -67,6 +74,27 @@ async fn a_wedged_server_is_killed_and_restarted() {
     h.wait_event("server.ready", "fx").await;
     assert_ne!(s.status().pid, Some(pid));
     assert!(!exists(pid));
+    h.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_caller_that_goes_away_cancels_its_request() {
+    let mut h = Harness::start(vec![fixture_server("fx", &[])]);
+    h.wait_event("server.ready", "fx").await;
+    let s = h.server("fx");
+    let call = {
+        let s = s.clone();
+        tokio::spawn(async move { s.call_tool("sleep", Some(&args(r#"{"ms":20000}"#))).await })
+    };
+    // Abort the caller once its request is in flight.
+    wait_until("request in flight", || s.in_flight() == 1).await;
+    call.abort();
+    wait_until("notifications/cancelled reached the server", || {
+        s.stderr_tail(50)
+            .iter()
+            .any(|l| l.starts_with("fixture: cancelled request "))
+    })
+    .await;
     h.shutdown().await;
 }
 

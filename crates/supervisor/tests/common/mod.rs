@@ -90,6 +90,7 @@ pub struct Harness {
 
 impl Harness {
     pub fn start(servers: Vec<ServerConfig>) -> Harness {
+        become_subreaper();
         let dir = TempDir::new("sup");
         let bus = EventBus::new(100_000);
         let events = bus.subscribe();
@@ -148,13 +149,49 @@ impl Harness {
         self.seen.iter().filter(|e| e.kind == kind).count()
     }
 
+    /// Stops everything, then checks that no process of this test's tree survives.
     pub async fn shutdown(mut self) {
         self.sup
             .take()
             .unwrap()
             .shutdown(Duration::from_secs(10))
             .await;
+        wait_until("no process of the test's tree survives", || {
+            live_children().is_empty()
+        })
+        .await;
     }
+}
+
+/// Makes this test process the reaper of orphaned descendants, so that a grandchild
+/// whose parent died is re-parented here and [`live_children`] sees it. (Each test runs
+/// in its own process under nextest.)
+pub fn become_subreaper() {
+    // SAFETY: prctl with integer arguments.
+    unsafe {
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
+    }
+}
+
+/// Live (non-zombie) processes whose parent is this process.
+pub fn live_children() -> Vec<u32> {
+    let me = std::process::id().to_string();
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let mut fields = stat.rsplit(')').next().unwrap_or("").split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid = fields.next().unwrap_or("");
+        if ppid == me && state != "Z" && state != "X" {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 /// Polls `cond` until it is true, at most `DEADLINE`; panics with `what` otherwise.
