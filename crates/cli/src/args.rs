@@ -63,4 +63,7 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
+    /// Internal: the watchdog that kills the servers' process groups if corral dies.
+    #[command(name = "__guard", hide = true)]
+    Guard,
 }

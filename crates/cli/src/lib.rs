@@ -38,6 +38,10 @@ pub type CmdResult = Result<(), Failure>;
 /// Parses the arguments, runs the command, and maps failures to exit codes.
 pub fn run() -> ExitCode {
     let cli = <args::Cli as clap::Parser>::parse();
+    if let args::Command::Guard = cli.command {
+        corral_supervisor::guard::run_guard();
+        return ExitCode::SUCCESS;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

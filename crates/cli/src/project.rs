@@ -3,8 +3,10 @@
 use crate::Failure;
 use corral_config::{Config, ConfigError, ServerConfig};
 use corral_events::EventBus;
-use corral_supervisor::{Supervisor, SupervisorOptions};
+use corral_supervisor::guard::Guard;
+use corral_supervisor::{Console, Supervisor, SupervisorOptions};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Upper bound on a standalone shutdown: the longest stop grace, doubled, plus slack.
@@ -57,10 +59,18 @@ pub struct Standalone {
 }
 
 impl Standalone {
-    /// Starts `servers` eagerly, logging under the project's `.corral/logs`.
-    pub fn start(config: &Config, servers: Vec<ServerConfig>, bus: EventBus) -> Standalone {
+    /// Starts `servers` eagerly, logging under the project's `.corral/logs`; with a
+    /// `console`, their stderr is shown live.
+    pub fn start(
+        config: &Config,
+        servers: Vec<ServerConfig>,
+        bus: EventBus,
+        console: Option<Console>,
+    ) -> Standalone {
         let deadline = shutdown_deadline(&servers);
-        let opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
+        let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
+        opts.console = console;
+        opts.guard = start_guard();
         Standalone {
             supervisor: Supervisor::start(servers, &opts),
             deadline,
@@ -70,6 +80,21 @@ impl Standalone {
     /// Stops every server gracefully.
     pub async fn stop(self) {
         self.supervisor.shutdown(self.deadline).await;
+    }
+}
+
+/// The guard process (this binary's hidden `__guard` command). Without it, children
+/// still die with us (death signal), but their own children might not: say so and go on.
+fn start_guard() -> Option<Arc<Guard>> {
+    let exe = std::env::current_exe().ok()?;
+    match Guard::spawn(&exe, &["__guard"]) {
+        Ok(g) => Some(Arc::new(g)),
+        Err(e) => {
+            eprintln!(
+                "corral: warning: cannot start the guard process ({e}); grandchildren of servers may outlive a killed corral"
+            );
+            None
+        }
     }
 }
 

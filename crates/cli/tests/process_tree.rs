@@ -6,9 +6,9 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 #[test]
-fn sigkill_of_corral_kills_its_servers() {
+fn sigkill_of_corral_kills_its_servers_and_their_children() {
     let p = Project::new(
-        "[servers.a]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"a.pid\"]\n\
+        "[servers.a]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"a.pid\", \"--grandchild\"]\n\
          [servers.b]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"b.pid\", \"--ignore-sigterm\"]\n",
     );
     let mut child = p
@@ -26,16 +26,36 @@ fn sigkill_of_corral_kills_its_servers() {
             ready += 1;
         }
     }
+    // Server a's own child (think `npx` → `node`) must die too: that is the guard's job.
     let pids = [
         read_pid(&p.dir.join("a.pid")),
+        read_pid(&p.dir.join("a.pid.grandchild")),
         read_pid(&p.dir.join("b.pid")),
     ];
     assert!(pids.iter().all(|&pid| alive(pid)));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     for pid in pids {
-        wait_until(&format!("server {pid} to die with corral"), || !alive(pid));
+        wait_until(&format!("process {pid} to die with corral"), || !alive(pid));
     }
+    // The guard itself exits once its work is done.
+    wait_until("guard gone", || guard_pids(&p).is_empty());
+}
+
+/// Live `corral __guard` processes started from this project's directory.
+fn guard_pids(p: &Project) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cwd = std::fs::read_link(format!("/proc/{pid}/cwd")).unwrap_or_default();
+        if cmdline.ends_with(b"__guard\0") && cwd == p.dir && alive(pid) {
+            out.push(pid);
+        }
+    }
+    out
 }
 
 #[test]

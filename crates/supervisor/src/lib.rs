@@ -26,6 +26,7 @@
 
 mod console;
 mod exit;
+pub mod guard;
 pub mod lines;
 pub mod rpc;
 mod server;
@@ -58,6 +59,8 @@ pub struct SupervisorOptions {
     pub log_rotate_bytes: u64,
     /// Live `[server:name]` lines; `None` for no console (tests, `--json` output).
     pub console: Option<Console>,
+    /// Kills the children's process groups if this process dies (see [`guard`]).
+    pub guard: Option<std::sync::Arc<guard::Guard>>,
 }
 
 impl SupervisorOptions {
@@ -68,6 +71,7 @@ impl SupervisorOptions {
             log_dir,
             log_rotate_bytes: stderr::LOG_ROTATE_BYTES,
             console: None,
+            guard: None,
         }
     }
 }

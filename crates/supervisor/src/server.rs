@@ -165,6 +165,7 @@ struct Shared {
     log_path: std::path::PathBuf,
     notes: broadcast::Sender<Notification>,
     console: Option<Console>,
+    guard: Option<Arc<crate::guard::Guard>>,
 }
 
 impl Shared {
@@ -255,6 +256,7 @@ impl ServerHandle {
             log_path,
             notes: broadcast::channel(256).0,
             console,
+            guard: opts.guard.clone(),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let actor = Actor {
@@ -696,6 +698,10 @@ impl Actor {
             Err(e) => return self.permanent_failure(&e),
         };
         let pid = child.id().unwrap_or(0);
+        if let Some(guard) = &shared.guard {
+            guard.register(pid);
+        }
+        let _unregister = GroupRegistration(shared.guard.clone(), pid);
         shared.set_state(ServerState::Starting, |s| s.pid = Some(pid));
         let mut drain = tokio::spawn(stderr::drain(
             child.stderr.take().expect("stderr piped"),
@@ -759,6 +765,7 @@ impl Actor {
             }
             Some(()) = framing_rx.recv() => {
                 self.kill_now(&mut child, &conn, pid, FRAMING_MESSAGE).await;
+                let _ = child.wait().await;
                 let _ = tokio::time::timeout(DRAIN_SETTLE, &mut drain).await;
                 let tail = shared.tail(EVENT_TAIL_LINES);
                 shared.emit(shared.event("server.start_failed")
@@ -999,6 +1006,18 @@ impl Actor {
         *self.shared.conn.write().unwrap() = None;
         conn.close(&format!("server '{}' {reason}", self.shared.name));
         spawn::signal_group(pid, libc::SIGKILL);
+    }
+}
+
+/// Unregisters a process group from the guard when the instance is over (every path
+/// out of `run_instance` has reaped the child and SIGKILLed its group by then).
+struct GroupRegistration(Option<Arc<crate::guard::Guard>>, u32);
+
+impl Drop for GroupRegistration {
+    fn drop(&mut self) {
+        if let Some(guard) = &self.0 {
+            guard.unregister(self.1);
+        }
     }
 }
 

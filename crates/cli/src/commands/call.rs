@@ -26,7 +26,7 @@ pub async fn run(
     };
     let cfg = project::load(config)?;
     let servers = project::select(&cfg, Some(server))?;
-    let run = Standalone::start(&cfg, servers, EventBus::default());
+    let run = Standalone::start(&cfg, servers, EventBus::default(), None);
     let handle = run
         .supervisor
         .get(server)

@@ -17,7 +17,8 @@ pub async fn run(config: Option<&Path>, follow: bool, json: bool, standalone: bo
     let servers = project::select(&cfg, None)?;
     let bus = EventBus::default();
     let mut rx = bus.subscribe();
-    let run = Standalone::start(&cfg, servers, bus);
+    let console = Some(corral_supervisor::Console::stderr());
+    let run = Standalone::start(&cfg, servers, bus, console);
     let color = output::color_stdout();
     let show = |ev: corral_events::Event| {
         if json {

@@ -32,5 +32,6 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             json,
             standalone,
         } => events::run(config, follow, json, standalone).await,
+        Command::Guard => unreachable!("handled before the runtime starts"),
     }
 }

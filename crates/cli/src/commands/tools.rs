@@ -11,7 +11,7 @@ use std::time::Duration;
 pub async fn run(config: Option<&Path>, server: Option<&str>, json: bool) -> CmdResult {
     let cfg = project::load(config)?;
     let servers = project::select(&cfg, server)?;
-    let run = Standalone::start(&cfg, servers, EventBus::default());
+    let run = Standalone::start(&cfg, servers, EventBus::default(), None);
     let handles: Vec<_> = run.supervisor.servers().cloned().collect();
     let mut waits = tokio::task::JoinSet::new();
     for (i, h) in handles.iter().enumerate() {

@@ -85,6 +85,8 @@ pub struct Harness {
     pub sup: Option<Supervisor>,
     pub events: broadcast::Receiver<Event>,
     pub seen: Vec<Event>,
+    /// Indices into `seen` already returned by `wait_event`.
+    returned: std::collections::HashSet<usize>,
     pub dir: TempDir,
 }
 
@@ -99,6 +101,7 @@ impl Harness {
             sup: Some(Supervisor::start(servers, &opts)),
             events,
             seen: Vec::new(),
+            returned: Default::default(),
             dir,
         }
     }
@@ -111,17 +114,21 @@ impl Harness {
         self.sup().get(name).unwrap().clone()
     }
 
-    /// Waits for the next event of `kind` from `source` (events of other kinds are
-    /// recorded in `seen`), at most [`DEADLINE`].
+    /// Waits for the next event of `kind` from `server` that no earlier `wait_event`
+    /// returned (every event received is recorded in `seen`), at most [`DEADLINE`].
     pub async fn wait_event(&mut self, kind: &str, server: &str) -> Event {
         let source = format!("server:{server}");
+        let matches = |ev: &Event| ev.kind == kind && ev.source == source;
         let found = tokio::time::timeout(DEADLINE, async {
             loop {
-                let ev = self.events.recv().await.expect("event bus open");
-                self.seen.push(ev.clone());
-                if ev.kind == kind && ev.source == source {
-                    return ev;
+                let pending = (0..self.seen.len())
+                    .find(|i| !self.returned.contains(i) && matches(&self.seen[*i]));
+                if let Some(i) = pending {
+                    self.returned.insert(i);
+                    return self.seen[i].clone();
                 }
+                let ev = self.events.recv().await.expect("event bus open");
+                self.seen.push(ev);
             }
         })
         .await;
