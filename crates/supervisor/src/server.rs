@@ -471,6 +471,7 @@ impl StdoutSink for InstanceSink {
     fn noise(&self, line: &str) {
         if let Some(log) = self.shared.log.lock().unwrap().as_mut() {
             log.write_line("[stdout noise] ", line);
+            log.flush();
         }
         let n = self.noise_count.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= NOISE_EVENTS || n.is_multiple_of(1000) {

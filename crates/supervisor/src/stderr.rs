@@ -11,7 +11,7 @@ use crate::console::Console;
 use crate::lines::LineSplitter;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt};
@@ -66,7 +66,7 @@ impl StderrRing {
 #[derive(Debug)]
 pub struct LogFile {
     path: PathBuf,
-    file: Option<File>,
+    file: Option<BufWriter<File>>,
     size: u64,
     limit: u64,
 }
@@ -81,7 +81,7 @@ impl LogFile {
         let size = file.metadata()?.len();
         Ok(LogFile {
             path: path.to_owned(),
-            file: Some(file),
+            file: Some(BufWriter::with_capacity(64 * 1024, file)),
             size,
             limit,
         })
@@ -95,27 +95,37 @@ impl LogFile {
         }
         if let Some(file) = &mut self.file {
             let n = prefix.len() + line.len() + 1;
-            let mut buf = Vec::with_capacity(n);
-            buf.extend_from_slice(prefix.as_bytes());
-            buf.extend_from_slice(line.as_bytes());
-            buf.push(b'\n');
-            if file.write_all(&buf).is_err() {
+            let ok = file.write_all(prefix.as_bytes()).is_ok()
+                && file.write_all(line.as_bytes()).is_ok()
+                && file.write_all(b"\n").is_ok();
+            if !ok {
                 self.file = None;
             }
             self.size += n as u64;
         }
     }
 
+    /// Writes out what is buffered.
+    pub fn flush(&mut self) {
+        if let Some(file) = &mut self.file
+            && file.flush().is_err()
+        {
+            self.file = None;
+        }
+    }
+
     fn rotate(&mut self) {
         let mut old = self.path.clone().into_os_string();
         old.push(".1");
+        self.flush();
         self.file = None;
         let _ = std::fs::rename(&self.path, &old);
         self.file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&self.path)
-            .ok();
+            .ok()
+            .map(|f| BufWriter::with_capacity(64 * 1024, f));
         self.size = 0;
     }
 
@@ -156,10 +166,19 @@ pub async fn drain(mut stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
     loop {
         match stderr.read(&mut buf).await {
             Ok(0) | Err(_) => break,
-            Ok(n) => splitter.push(&buf[..n], deliver),
+            Ok(n) => {
+                splitter.push(&buf[..n], deliver);
+                // One write per read, not per line; the log is current after each read.
+                if let Some(log) = sinks.log.lock().unwrap().as_mut() {
+                    log.flush();
+                }
+            }
         }
     }
     splitter.finish(deliver);
+    if let Some(log) = sinks.log.lock().unwrap().as_mut() {
+        log.flush();
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +208,7 @@ mod tests {
         for i in 0..30 {
             log.write_line("", &format!("line {i:04}"));
         }
+        log.flush();
         let cur = std::fs::read_to_string(&path).unwrap();
         let old = std::fs::read_to_string(dir.join("logs/a.log.1")).unwrap();
         assert!(cur.len() <= 110, "current log bounded: {}", cur.len());
