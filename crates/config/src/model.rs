@@ -61,6 +61,10 @@ pub struct GatewayConfig {
     /// to parse as a socket address.
     pub listen: String,
     pub tool_prefix: ToolPrefix,
+    /// Offer the built-in tools (`servers`, `server_logs`, `restart_server`).
+    pub builtin_tools: bool,
+    /// How HTTP clients authenticate.
+    pub auth: HttpAuth,
 }
 
 impl Default for GatewayConfig {
@@ -68,8 +72,20 @@ impl Default for GatewayConfig {
         GatewayConfig {
             listen: DEFAULT_LISTEN.to_owned(),
             tool_prefix: ToolPrefix::Always,
+            builtin_tools: true,
+            auth: HttpAuth::Token,
         }
     }
+}
+
+/// Authentication of the Streamable HTTP endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpAuth {
+    /// A bearer token (generated on first start, stored 0600 under `.corral/`).
+    #[default]
+    Token,
+    /// No token: any local process may connect. Host and Origin are still checked.
+    None,
 }
 
 pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:7333";

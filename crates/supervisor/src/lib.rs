@@ -61,6 +61,16 @@ pub struct SupervisorOptions {
     pub console: Option<Console>,
     /// Kills the children's process groups if this process dies (see [`guard`]).
     pub guard: Option<std::sync::Arc<guard::Guard>>,
+    /// Receives the servers' requests to the client (sampling, elicitation …); `None`
+    /// answers them "method not found" and declares no such client capability.
+    pub requests: Option<tokio::sync::mpsc::UnboundedSender<IncomingRequest>>,
+}
+
+/// A server→client request, tagged with the server it came from.
+#[derive(Debug)]
+pub struct IncomingRequest {
+    pub server: String,
+    pub request: rpc::ServerRequest,
 }
 
 impl SupervisorOptions {
@@ -72,6 +82,7 @@ impl SupervisorOptions {
             log_rotate_bytes: stderr::LOG_ROTATE_BYTES,
             console: None,
             guard: None,
+            requests: None,
         }
     }
 }

@@ -71,6 +71,69 @@ pub trait StdoutSink: Send + Sync + 'static {
     fn framing_mismatch(&self);
     /// A notification from the server.
     fn notification(&self, note: Notification);
+    /// A request from the server (sampling, elicitation, roots …) other than `ping`.
+    /// Return it back (`Err`) to have it answered "method not found".
+    fn request(&self, request: ServerRequest) -> Result<(), ServerRequest> {
+        Err(request)
+    }
+}
+
+/// A request the server sent us, to be answered through its [`Responder`].
+#[derive(Debug)]
+pub struct ServerRequest {
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
+    pub responder: Responder,
+}
+
+/// Answers one server→client request. Dropping it unanswered answers with an error, so
+/// the server is never left waiting.
+#[derive(Debug)]
+pub struct Responder {
+    conn: std::sync::Weak<Connection>,
+    id: Box<RawValue>,
+    done: bool,
+}
+
+impl Responder {
+    /// Answers with a result.
+    pub fn result(mut self, result: &RawValue) {
+        self.send("result", result.get());
+    }
+
+    /// Answers with a JSON-RPC error.
+    pub fn error(mut self, code: i64, message: &str) {
+        let mut err = format!("{{\"code\":{code},\"message\":");
+        push_json_str(&mut err, message);
+        err.push('}');
+        self.send("error", &err);
+    }
+
+    fn send(&mut self, field: &str, value: &str) {
+        self.done = true;
+        if let Some(conn) = self.conn.upgrade() {
+            let mut line = String::with_capacity(48 + value.len());
+            let _ = write!(
+                line,
+                r#"{{"jsonrpc":"2.0","id":{},"{field}":"#,
+                self.id.get()
+            );
+            push_single_line(&mut line, value);
+            line.push_str("}\n");
+            let _ = conn.out.send(Outgoing::Line(line.into_bytes()));
+        }
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        if !self.done {
+            self.send(
+                "error",
+                r#"{"code":-32603,"message":"corral: no connected client answered this request"}"#,
+            );
+        }
+    }
 }
 
 type Reply = Result<Box<RawValue>, RpcError>;
@@ -96,6 +159,7 @@ pub struct Connection {
     /// Signalled when a request times out, so the owner can check liveness.
     timed_out: Notify,
     framing_reported: AtomicBool,
+    me: std::sync::Weak<Connection>,
 }
 
 impl Connection {
@@ -107,7 +171,8 @@ impl Connection {
         sink: Arc<dyn StdoutSink>,
     ) -> Arc<Connection> {
         let (tx, rx) = mpsc::unbounded_channel();
-        let conn = Arc::new(Connection {
+        let conn = Arc::new_cyclic(|me| Connection {
+            me: me.clone(),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(Pending::default()),
             out: tx,
@@ -220,6 +285,10 @@ impl Connection {
     /// Resolves when some request has timed out since the last call.
     pub async fn timed_out(&self) {
         self.timed_out.notified().await
+    }
+
+    fn weak_self(&self) -> std::sync::Weak<Connection> {
+        self.me.clone()
     }
 
     /// Number of requests waiting for an answer.
@@ -402,7 +471,22 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
             // An answer to a request we already gave up on is dropped silently.
             conn.deliver(id, reply);
         }
-        (Some(method), Some(id)) => answer_server_request(conn, &method, id),
+        (Some(method), Some(id)) if method == "ping" => answer_server_request(conn, &method, id),
+        (Some(method), Some(id)) => {
+            let request = ServerRequest {
+                method: method.into_owned(),
+                params: env.params.map(|p| p.to_owned()),
+                responder: Responder {
+                    conn: conn.weak_self(),
+                    id: id.to_owned(),
+                    done: false,
+                },
+            };
+            if let Err(mut unhandled) = sink.request(request) {
+                unhandled.responder.done = true;
+                answer_server_request(conn, &unhandled.method, id);
+            }
+        }
         (Some(method), None) => sink.notification(Notification {
             method: method.into_owned(),
             params: env.params.map(|p| p.to_owned()),
@@ -411,8 +495,8 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
     }
 }
 
-/// Requests from the server to us. Corral offers the client capabilities it declared
-/// (none yet beyond ping), so everything else is "method not found".
+/// Requests from the server that nobody takes: `ping` is answered, everything else is
+/// "method not found".
 fn answer_server_request(conn: &Connection, method: &str, id: &RawValue) {
     let line = if method == "ping" {
         format!(

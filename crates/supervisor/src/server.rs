@@ -12,7 +12,7 @@
 //! `server.start_failed` before ready).
 
 use crate::exit;
-use crate::rpc::{Connection, Notification, RpcError, StdoutSink, humanize};
+use crate::rpc::{Connection, Notification, RpcError, ServerRequest, StdoutSink, humanize};
 use crate::spawn::{self, SpawnError, SpawnSpec};
 use crate::stderr::{self, LogFile, SharedLog, StderrRing, StderrSinks};
 use crate::{Console, SupervisorOptions};
@@ -166,6 +166,9 @@ struct Shared {
     notes: broadcast::Sender<Notification>,
     console: Option<Console>,
     guard: Option<Arc<crate::guard::Guard>>,
+    requests: Option<mpsc::UnboundedSender<crate::IncomingRequest>>,
+    /// The `initialize` result of the current (or last) ready instance.
+    init: RwLock<Option<Arc<Value>>>,
 }
 
 impl Shared {
@@ -254,9 +257,11 @@ impl ServerHandle {
             ring: RwLock::new(StderrRing::default()),
             log: Arc::new(Mutex::new(log)),
             log_path,
-            notes: broadcast::channel(256).0,
+            notes: broadcast::channel(1024).0,
             console,
             guard: opts.guard.clone(),
+            requests: opts.requests.clone(),
+            init: RwLock::new(None),
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let actor = Actor {
@@ -303,6 +308,12 @@ impl ServerHandle {
     /// The log file of this server.
     pub fn log_path(&self) -> &std::path::Path {
         &self.shared.log_path
+    }
+
+    /// The `initialize` result (capabilities, serverInfo, instructions) of the current or
+    /// last ready instance.
+    pub fn initialize_result(&self) -> Option<Arc<Value>> {
+        self.shared.init.read().unwrap().clone()
     }
 
     /// Notifications the server sends (other than those the supervisor handles itself).
@@ -489,6 +500,18 @@ impl StdoutSink for InstanceSink {
 
     fn notification(&self, note: Notification) {
         let _ = self.notes.send(note);
+    }
+
+    fn request(&self, request: ServerRequest) -> Result<(), ServerRequest> {
+        match &self.shared.requests {
+            Some(tx) => tx
+                .send(crate::IncomingRequest {
+                    server: self.shared.name.clone(),
+                    request,
+                })
+                .map_err(|e| e.0.request),
+            None => Err(request),
+        }
     }
 }
 
@@ -729,7 +752,10 @@ impl Actor {
         );
 
         // Handshake, racing the child's exit and our own control messages.
-        let handshake = tokio::time::timeout(cfg.startup_timeout, handshake(&conn, cfg));
+        let handshake = tokio::time::timeout(
+            cfg.startup_timeout,
+            handshake(&conn, cfg, shared.requests.is_some()),
+        );
         tokio::pin!(handshake);
         let ready = tokio::select! {
             r = &mut handshake => match r {
@@ -790,6 +816,7 @@ impl Actor {
         let startup_ms = started.elapsed().as_millis() as u64;
         let tool_count = ready.tools.len();
         *shared.tools.write().unwrap() = Arc::new(ready.tools);
+        *shared.init.write().unwrap() = Some(Arc::new(ready.init));
         *shared.conn.write().unwrap() = Some(conn.clone());
         let ready_at = Instant::now();
         shared.set_state(ServerState::Ready, |s| {
@@ -1067,12 +1094,24 @@ struct Ready {
     protocol_version: String,
     server_info: Value,
     tools: Vec<Tool>,
+    init: Value,
 }
 
-async fn handshake(conn: &Connection, cfg: &ServerConfig) -> Result<Ready, RpcError> {
+/// `forwards_requests`: whether server→client requests reach a client that can answer
+/// them (the gateway), so sampling and elicitation may be declared.
+async fn handshake(
+    conn: &Connection,
+    cfg: &ServerConfig,
+    forwards_requests: bool,
+) -> Result<Ready, RpcError> {
+    let capabilities = if forwards_requests {
+        json!({"sampling": {}, "elicitation": {}})
+    } else {
+        json!({})
+    };
     let params = json!({
         "protocolVersion": PROTOCOL_VERSION,
-        "capabilities": {},
+        "capabilities": capabilities,
         "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
     });
     let params = RawValue::from_string(params.to_string()).expect("valid JSON");
@@ -1102,6 +1141,7 @@ async fn handshake(conn: &Connection, cfg: &ServerConfig) -> Result<Ready, RpcEr
         protocol_version: version.to_owned(),
         server_info: init.get("serverInfo").cloned().unwrap_or(Value::Null),
         tools,
+        init,
     })
 }
 

@@ -341,6 +341,10 @@ impl Reader {
                  \"<server>__<tool>\", so a \"__\" in the server name would make \
                  that split ambiguous; rename it"
             )
+        } else if what == "server" && name == "corral" {
+            "server name \"corral\" is reserved for Corral's built-in tools \
+             (corral__servers, …); rename it"
+                .to_owned()
         } else {
             return;
         };

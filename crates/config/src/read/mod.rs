@@ -15,7 +15,9 @@ use self::fields::{Reader, env_name_problem, header_name_problem, join, with_art
 use crate::Format;
 use crate::error::Problem;
 use crate::expand::Segment;
-use crate::model::{DEFAULT_PROXY_LISTEN, GatewayConfig, RestartPolicy, ToolFilter, ToolPrefix};
+use crate::model::{
+    DEFAULT_PROXY_LISTEN, GatewayConfig, HttpAuth, RestartPolicy, ToolFilter, ToolPrefix,
+};
 use crate::suggest::closest;
 use crate::tree::{Entry, Node, Pos, Value};
 
@@ -88,7 +90,7 @@ pub(crate) struct RawProxy {
 }
 
 const TOP_KEYS: &[&str] = &["gateway", "defaults", "servers", "processes", "proxies"];
-const GATEWAY_KEYS: &[&str] = &["listen", "tool_prefix"];
+const GATEWAY_KEYS: &[&str] = &["listen", "tool_prefix", "builtin_tools", "auth"];
 const POLICY_KEYS: &[&str] = &[
     "startup_timeout",
     "call_timeout",
@@ -113,6 +115,7 @@ const RESTART_CHOICES: &[(&str, RestartPolicy)] = &[
 ];
 const TOOL_PREFIX_CHOICES: &[(&str, ToolPrefix)] =
     &[("always", ToolPrefix::Always), ("never", ToolPrefix::Never)];
+const AUTH_CHOICES: &[(&str, HttpAuth)] = &[("token", HttpAuth::Token), ("none", HttpAuth::None)];
 
 /// Longest server, process or proxy name; names become parts of tool names, file
 /// names and event sources.
@@ -245,6 +248,13 @@ impl Reader {
         if let Some(e) = node.get("tool_prefix") {
             let prefix = self.choice(&e.node, "gateway.tool_prefix", TOOL_PREFIX_CHOICES);
             gateway.tool_prefix = prefix.unwrap_or_default();
+        }
+        if let Some(e) = node.get("builtin_tools") {
+            gateway.builtin_tools = self.bool(&e.node, "gateway.builtin_tools").unwrap_or(true);
+        }
+        if let Some(e) = node.get("auth") {
+            let auth = self.choice(&e.node, "gateway.auth", AUTH_CHOICES);
+            gateway.auth = auth.unwrap_or_default();
         }
         gateway
     }
