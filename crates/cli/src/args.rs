@@ -63,6 +63,13 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
+    /// Stdio MCP endpoint for agents: every server's tools, resources and prompts.
+    Mcp {
+        /// Run the servers in this process (no daemon). This version has no daemon
+        /// yet, so this is also what `corral mcp` does.
+        #[arg(long)]
+        standalone: bool,
+    },
     /// Internal: the watchdog that kills the servers' process groups if corral dies.
     #[command(name = "__guard", hide = true)]
     Guard,

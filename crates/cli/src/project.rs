@@ -77,6 +77,26 @@ impl Standalone {
         }
     }
 
+    /// Like [`Standalone::start`], with the servers' requests to the client (sampling,
+    /// elicitation) delivered to `requests`.
+    pub fn start_with_requests(
+        config: &Config,
+        servers: Vec<ServerConfig>,
+        bus: EventBus,
+        console: Option<Console>,
+        requests: tokio::sync::mpsc::UnboundedSender<corral_supervisor::IncomingRequest>,
+    ) -> Standalone {
+        let deadline = shutdown_deadline(&servers);
+        let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
+        opts.console = console;
+        opts.guard = start_guard();
+        opts.requests = Some(requests);
+        Standalone {
+            supervisor: Supervisor::start(servers, &opts),
+            deadline,
+        }
+    }
+
     /// Stops every server gracefully.
     pub async fn stop(self) {
         self.supervisor.shutdown(self.deadline).await;

@@ -419,6 +419,11 @@ impl ServerHandle {
         with_tail(reason, &s.last_stderr_tail)
     }
 
+    /// Why the server cannot take a call now, worded for an agent (short; no stderr).
+    pub fn unavailable(&self) -> CallError {
+        self.down_error()
+    }
+
     fn down_error(&self) -> CallError {
         let s = self.status();
         CallError::Down {

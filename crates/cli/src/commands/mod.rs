@@ -4,6 +4,7 @@ mod call;
 mod check;
 mod events;
 mod init;
+mod mcp;
 mod tools;
 
 use crate::CmdResult;
@@ -32,6 +33,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             json,
             standalone,
         } => events::run(config, follow, json, standalone).await,
+        Command::Mcp { standalone } => mcp::run(config, standalone).await,
         Command::Guard => unreachable!("handled before the runtime starts"),
     }
 }

@@ -159,3 +159,4 @@ pub fn read_pid(path: &Path) -> u32 {
         .parse()
         .unwrap()
 }
+pub mod mcp;

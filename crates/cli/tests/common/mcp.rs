@@ -1,0 +1,163 @@
+//! A minimal MCP client over a child's stdio, for driving `corral mcp` in tests.
+#![allow(dead_code)]
+
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+pub struct McpClient {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    /// Messages received that were not the awaited response (notifications, requests).
+    pub other: Vec<Value>,
+    next_id: u64,
+}
+
+impl McpClient {
+    /// Starts `corral mcp` in `p` and performs the handshake.
+    pub fn start(p: &super::Project) -> McpClient {
+        Self::start_with(p, json!({}))
+    }
+
+    pub fn start_with(p: &super::Project, capabilities: Value) -> McpClient {
+        let mut child = p
+            .cmd(&["mcp", "--standalone"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("corral wrote a non-JSON line {line:?}: {e}"));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut c = McpClient {
+            child,
+            stdin,
+            lines: rx,
+            other: Vec::new(),
+            next_id: 1,
+        };
+        let init = c.request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": capabilities,
+                   "clientInfo": {"name": "corral-test", "version": "1"}}),
+        );
+        assert_eq!(init["result"]["serverInfo"]["name"], "corral", "{init}");
+        c.notify("notifications/initialized", None);
+        c
+    }
+
+    pub fn send(&mut self, msg: &Value) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        writeln!(stdin, "{msg}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn notify(&mut self, method: &str, params: Option<Value>) {
+        let mut m = json!({"jsonrpc": "2.0", "method": method});
+        if let Some(p) = params {
+            m["params"] = p;
+        }
+        self.send(&m);
+    }
+
+    /// Sends a request without waiting; returns its id.
+    pub fn send_request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Sends a request and waits for its response (whole message).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
+        self.response(id)
+    }
+
+    /// Waits for the response with `id`, keeping everything else in `other`.
+    pub fn response(&mut self, id: u64) -> Value {
+        self.wait_for(&format!("response {id}"), |m| {
+            m["id"] == id && m.get("method").is_none()
+        })
+    }
+
+    /// Waits for a message matching `pred` (checking already-received ones first).
+    pub fn wait_for(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.other.iter().position(&pred) {
+            return self.other.remove(i);
+        }
+        let deadline = Instant::now() + super::DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(m) if pred(&m) => return m,
+                Ok(m) => self.other.push(m),
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("timed out waiting for {what}; got {:#?}", self.other)
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("corral closed stdout waiting for {what}")
+                }
+            }
+        }
+    }
+
+    /// Calls a tool; returns the `result` (panics on a JSON-RPC error).
+    pub fn call(&mut self, tool: &str, args: Value) -> Value {
+        let r = self.request("tools/call", json!({"name": tool, "arguments": args}));
+        assert!(r.get("error").is_none(), "tools/call {tool}: {r}");
+        r["result"].clone()
+    }
+
+    pub fn tool_names(&mut self) -> Vec<String> {
+        let r = self.request("tools/list", json!({}));
+        r["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Closes stdin and waits for corral to exit.
+    pub fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + super::DEADLINE;
+        loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return st;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "corral mcp did not exit after stdin closed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for McpClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Text of the first content block.
+pub fn text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap_or("")
+}

@@ -1,0 +1,282 @@
+//! `corral mcp` as an agent sees it: one endpoint over several servers, over stdio.
+
+mod common;
+use common::mcp::{McpClient, text};
+use common::*;
+use serde_json::json;
+
+const TWO: &str = r#"
+[servers.alpha]
+command = "{fixture}"
+
+[servers.beta]
+command = "{fixture}"
+args = ["--tools", "2"]
+tools = { deny = ["crash", "hang"] }
+"#;
+
+#[test]
+fn lists_every_servers_tools_namespaced_with_builtins() {
+    let p = Project::new(TWO);
+    let mut c = McpClient::start(&p);
+    let names = c.tool_names();
+    assert!(names.contains(&"alpha__echo".to_owned()), "{names:?}");
+    assert!(names.contains(&"beta__tool_1".to_owned()), "{names:?}");
+    assert!(
+        !names.contains(&"beta__crash".to_owned()),
+        "deny filter: {names:?}"
+    );
+    for b in [
+        "corral__servers",
+        "corral__server_logs",
+        "corral__restart_server",
+    ] {
+        assert!(names.contains(&b.to_owned()), "{b} missing: {names:?}");
+    }
+    assert!(c.close().success());
+}
+
+#[test]
+fn calls_two_servers_concurrently() {
+    let p = Project::new(TWO);
+    let mut c = McpClient::start(&p);
+    let a = c.send_request(
+        "tools/call",
+        json!({"name": "alpha__sleep", "arguments": {"ms": 300}}),
+    );
+    let b = c.send_request(
+        "tools/call",
+        json!({"name": "beta__echo", "arguments": {"text": "quick"}}),
+    );
+    // The quick call is not held up behind the slow one.
+    let rb = c.response(b);
+    assert_eq!(text(&rb["result"]), "quick");
+    assert!(
+        c.other.iter().all(|m| m["id"] != a),
+        "slow call answered first?"
+    );
+    let ra = c.response(a);
+    assert_eq!(text(&ra["result"]), "slept 300 ms");
+}
+
+#[test]
+fn a_crashed_server_fails_fast_others_keep_working_and_its_tools_come_back() {
+    let p = Project::new(TWO);
+    let mut c = McpClient::start(&p);
+    c.tool_names();
+    let r = c.call("alpha__crash", json!({}));
+    assert_eq!(r["isError"], true);
+    assert!(
+        text(&r).contains("server 'alpha' exited with code 3"),
+        "{r}"
+    );
+    // Other server unaffected.
+    assert_eq!(
+        text(&c.call("beta__echo", json!({"text": "still here"}))),
+        "still here"
+    );
+    // Restarted (backoff 1 s): list_changed is sent and alpha's tools are back.
+    c.wait_for("tools/list_changed after restart", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        if c.tool_names().contains(&"alpha__echo".to_owned()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "alpha's tools never came back"
+        );
+        c.wait_for("another list_changed", |m| {
+            m["method"] == "notifications/tools/list_changed"
+        });
+    }
+    assert_eq!(
+        text(&c.call("alpha__echo", json!({"text": "back"}))),
+        "back"
+    );
+}
+
+#[test]
+fn a_server_that_never_starts_does_not_break_initialize_or_listing() {
+    let p = Project::new(
+        r#"
+[servers.good]
+command = "{fixture}"
+[servers.broken]
+command = "{fixture}"
+args = ["--exit-on-init"]
+restart = "never"
+[servers.missing]
+command = "corral-no-such-command"
+"#,
+    );
+    let mut c = McpClient::start(&p);
+    let names = c.tool_names();
+    assert!(names.contains(&"good__echo".to_owned()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with("broken__")),
+        "{names:?}"
+    );
+    let r = c.call("broken__echo", json!({"text": "x"}));
+    assert_eq!(r["isError"], true, "{r}");
+    let msg = text(&r);
+    assert!(msg.starts_with("server 'broken' is down since"), "{msg}");
+    assert!(
+        msg.contains("exited with code 1 during initialize"),
+        "{msg}"
+    );
+    assert!(msg.contains("server_logs"), "{msg}");
+    // The built-in tools explain it.
+    let s = c.call("corral__servers", json!({}));
+    let rows = s["structuredContent"]["servers"].as_array().unwrap();
+    let missing = rows.iter().find(|r| r["name"] == "missing").unwrap();
+    assert_eq!(missing["state"], "failed");
+    assert!(
+        missing["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("not found in PATH")
+    );
+    let logs = c.call(
+        "corral__server_logs",
+        json!({"server": "broken", "grep": "modulenotfound"}),
+    );
+    assert!(
+        text(&logs).contains("ModuleNotFoundError: No module named 'fixture_missing_dep'"),
+        "{logs}"
+    );
+}
+
+#[test]
+fn a_hung_server_does_not_block_the_others() {
+    let p = Project::new(
+        r#"
+[servers.stuck]
+command = "{fixture}"
+args = ["--hang-calls"]
+call_timeout = "1s"
+[servers.fine]
+command = "{fixture}"
+"#,
+    );
+    let mut c = McpClient::start(&p);
+    let hung = c.send_request(
+        "tools/call",
+        json!({"name": "stuck__echo", "arguments": {"text": "x"}}),
+    );
+    assert_eq!(text(&c.call("fine__echo", json!({"text": "ok"}))), "ok");
+    let r = c.response(hung);
+    assert_eq!(r["result"]["isError"], true);
+    assert!(
+        text(&r["result"]).contains("no answer to tools/call within 1s"),
+        "{r}"
+    );
+}
+
+#[test]
+fn restart_server_builtin_restarts_and_the_tools_return() {
+    let p = Project::new(TWO);
+    let mut c = McpClient::start(&p);
+    let pid1 = text(&c.call("alpha__getpid", json!({}))).to_owned();
+    let r = c.call("corral__restart_server", json!({"server": "alpha"}));
+    assert!(
+        text(&r).starts_with("server 'alpha' restarted: ready"),
+        "{r}"
+    );
+    let pid2 = text(&c.call("alpha__getpid", json!({}))).to_owned();
+    assert_ne!(pid1, pid2);
+    let unknown = c.call("corral__restart_server", json!({"server": "nope"}));
+    assert_eq!(unknown["isError"], true);
+    assert!(text(&unknown).contains("servers: alpha, beta"), "{unknown}");
+}
+
+#[test]
+fn list_changed_from_a_server_reaches_the_agent() {
+    let p = Project::new(TWO);
+    let mut c = McpClient::start(&p);
+    assert!(c.tool_names().contains(&"alpha__add".to_owned()));
+    c.call("alpha__change_tools", json!({}));
+    c.wait_for("list_changed", |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let names = c.tool_names();
+        if names.contains(&"alpha__extra".to_owned()) {
+            assert!(!names.contains(&"alpha__add".to_owned()));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline);
+        c.wait_for("list_changed", |m| {
+            m["method"] == "notifications/tools/list_changed"
+        });
+    }
+}
+
+#[test]
+fn cancellation_from_the_agent_reaches_the_server() {
+    let p = Project::new(TWO);
+    let mut c = McpClient::start(&p);
+    let id = c.send_request(
+        "tools/call",
+        json!({"name": "alpha__sleep", "arguments": {"ms": 20000}}),
+    );
+    // Wait until the call is in flight on the server, as the built-in `servers` shows.
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let s = c.call("corral__servers", json!({}));
+        let alpha = &s["structuredContent"]["servers"][0];
+        if alpha["in_flight"] == 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "call never in flight: {s}"
+        );
+    }
+    c.notify(
+        "notifications/cancelled",
+        Some(json!({"requestId": id, "reason": "user"})),
+    );
+    let deadline = std::time::Instant::now() + DEADLINE;
+    loop {
+        let logs = c.call(
+            "corral__server_logs",
+            json!({"server": "alpha", "grep": "cancelled request"}),
+        );
+        if text(&logs).contains("fixture: cancelled request") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cancel never reached the server: {logs}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A cancelled request gets no response.
+    assert!(c.other.iter().all(|m| m["id"] != id));
+}
+
+#[test]
+fn garbage_and_unknown_methods_get_errors_and_the_session_survives() {
+    let p = Project::new(TWO);
+    let mut c = McpClient::start(&p);
+    c.send(&json!("not an object"));
+    let e = c.wait_for("parse error", |m| m["error"]["code"] == -32700);
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("one JSON object per line")
+    );
+    let r = c.request("no/such/method", json!({}));
+    assert_eq!(r["error"]["code"], -32601);
+    let r = c.request("tools/call", json!({"name": "nope__nope", "arguments": {}}));
+    assert_eq!(r["error"]["code"], -32602);
+    assert_eq!(
+        text(&c.call("alpha__echo", json!({"text": "alive"}))),
+        "alive"
+    );
+}

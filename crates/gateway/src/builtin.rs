@@ -1,0 +1,225 @@
+//! Corral's own tools: see the servers, read their logs, restart one.
+
+use crate::jsonrpc;
+use corral_supervisor::{ServerHandle, ServerState};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+use std::time::Duration;
+
+/// A built-in tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Builtin {
+    Servers,
+    ServerLogs,
+    RestartServer,
+}
+
+/// Most log lines `server_logs` returns.
+const MAX_LINES: usize = 1000;
+/// How much of the end of a log file `server_logs` reads.
+const LOG_WINDOW: u64 = 4 * 1024 * 1024;
+
+impl Builtin {
+    pub const ALL: &'static [Builtin] = &[
+        Builtin::Servers,
+        Builtin::ServerLogs,
+        Builtin::RestartServer,
+    ];
+
+    /// The unprefixed name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Builtin::Servers => "servers",
+            Builtin::ServerLogs => "server_logs",
+            Builtin::RestartServer => "restart_server",
+        }
+    }
+
+    /// The tool object for `tools/list` (its name is set by the catalog).
+    pub fn definition(self) -> Value {
+        match self {
+            Builtin::Servers => json!({
+                "description": "Corral: every MCP server behind this endpoint with its state \
+                    (ready, starting, backoff, failed, stopped, gave_up), pid, uptime, restarts, \
+                    last error and tool count. Start here when a tool fails.",
+                "inputSchema": {"type": "object", "properties": {}},
+                "annotations": {"readOnlyHint": true},
+            }),
+            Builtin::ServerLogs => json!({
+                "description": "Corral: the stderr log of one MCP server (tracebacks, warnings), \
+                    newest last. `lines` (default 50, max 1000) limits the output; `grep` keeps \
+                    only lines containing that text (case-insensitive).",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {
+                        "server": {"type": "string", "description": "server name, as in `servers`"},
+                        "lines": {"type": "integer", "minimum": 1, "maximum": MAX_LINES},
+                        "grep": {"type": "string"}
+                    },
+                    "required": ["server"]
+                },
+                "annotations": {"readOnlyHint": true},
+            }),
+            Builtin::RestartServer => json!({
+                "description": "Corral: restart one MCP server (graceful stop, then start) and \
+                    wait until it is ready again. Also starts a stopped or given-up server.",
+                "inputSchema": {
+                    "type": "object",
+                    "properties": {"server": {"type": "string"}},
+                    "required": ["server"]
+                },
+                "annotations": {"destructiveHint": false, "idempotentHint": true},
+            }),
+        }
+    }
+
+    /// Runs the tool; returns a `tools/call` result (tool failures are `isError`).
+    pub async fn call(self, servers: &BTreeMap<String, ServerHandle>, args: &Value) -> String {
+        match self {
+            Builtin::Servers => servers_table(servers),
+            Builtin::ServerLogs => match pick(servers, args) {
+                Ok(h) => logs(h, args),
+                Err(e) => jsonrpc::tool_error_result(&e),
+            },
+            Builtin::RestartServer => match pick(servers, args) {
+                Ok(h) => restart(h).await,
+                Err(e) => jsonrpc::tool_error_result(&e),
+            },
+        }
+    }
+}
+
+fn pick<'a>(
+    servers: &'a BTreeMap<String, ServerHandle>,
+    args: &Value,
+) -> Result<&'a ServerHandle, String> {
+    let name = args
+        .get("server")
+        .and_then(Value::as_str)
+        .ok_or("missing argument `server`")?;
+    servers.get(name).ok_or_else(|| {
+        let known: Vec<&str> = servers.keys().map(String::as_str).collect();
+        format!("no server named '{name}'; servers: {}", known.join(", "))
+    })
+}
+
+fn servers_table(servers: &BTreeMap<String, ServerHandle>) -> String {
+    let mut rows = Vec::new();
+    let mut text = String::new();
+    for h in servers.values() {
+        let s = h.status();
+        let uptime = s.uptime().map(|d| d.as_secs());
+        let row = json!({
+            "name": s.name,
+            "state": s.state.as_str(),
+            "pid": s.pid,
+            "uptime_s": uptime,
+            "restarts": s.restarts,
+            "tools": s.tool_count,
+            "in_flight": h.in_flight(),
+            "last_error": s.last_error,
+        });
+        text.push_str(&format!(
+            "{}: {}{}{}, {} tools, {} restarts{}\n",
+            s.name,
+            s.state.as_str(),
+            s.pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+            uptime.map(|u| format!(", up {u}s")).unwrap_or_default(),
+            s.tool_count,
+            s.restarts,
+            s.last_error
+                .as_deref()
+                .map(|e| format!(", last error: {e}"))
+                .unwrap_or_default(),
+        ));
+        rows.push(row);
+    }
+    if text.is_empty() {
+        text.push_str("no servers are configured\n");
+    }
+    jsonrpc::tool_text_result(text.trim_end(), Some(&json!({ "servers": rows })))
+}
+
+fn logs(h: &ServerHandle, args: &Value) -> String {
+    let n = args
+        .get("lines")
+        .and_then(Value::as_u64)
+        .map_or(50, |n| n.clamp(1, MAX_LINES as u64) as usize);
+    let grep = args
+        .get("grep")
+        .and_then(Value::as_str)
+        .map(str::to_lowercase);
+    let keep = |l: &str| grep.as_ref().is_none_or(|g| l.to_lowercase().contains(g));
+    let mut lines: Vec<String> = match tail_of_file(h.log_path()) {
+        Some(all) => all.lines().filter(|l| keep(l)).map(str::to_owned).collect(),
+        None => h
+            .stderr_tail(usize::MAX)
+            .into_iter()
+            .filter(|l| keep(l))
+            .collect(),
+    };
+    let skip = lines.len().saturating_sub(n);
+    lines.drain(..skip);
+    let s = h.status();
+    let header = format!(
+        "server '{}' is {}; last {} stderr line(s){} from {}:",
+        h.name(),
+        s.state.as_str(),
+        lines.len(),
+        grep.as_ref()
+            .map(|g| format!(" matching '{g}'"))
+            .unwrap_or_default(),
+        h.log_path().display()
+    );
+    let mut text = header;
+    for l in &lines {
+        text.push('\n');
+        text.push_str(l);
+    }
+    jsonrpc::tool_text_result(&text, None)
+}
+
+/// The last [`LOG_WINDOW`] bytes of a log file, starting at a line boundary.
+fn tail_of_file(path: &Path) -> Option<String> {
+    let mut f = std::fs::File::open(path).ok()?;
+    let len = f.metadata().ok()?.len();
+    let start = len.saturating_sub(LOG_WINDOW);
+    f.seek(SeekFrom::Start(start)).ok()?;
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf).ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    Some(match (start > 0, text.find('\n')) {
+        (true, Some(i)) => text[i + 1..].to_owned(),
+        _ => text,
+    })
+}
+
+async fn restart(h: &ServerHandle) -> String {
+    if h.status().state == ServerState::Ready {
+        h.restart().await;
+    } else {
+        h.start().await;
+    }
+    let limit = h.config().startup_timeout + Duration::from_secs(1);
+    match h.wait_ready(limit).await {
+        Ok(()) => {
+            let s = h.status();
+            jsonrpc::tool_text_result(
+                &format!(
+                    "server '{}' restarted: ready, pid {}, {} tools",
+                    h.name(),
+                    s.pid.unwrap_or(0),
+                    s.tool_count
+                ),
+                None,
+            )
+        }
+        Err(_) => jsonrpc::tool_error_result(&format!(
+            "server '{}' did not come back: {}",
+            h.name(),
+            h.failure_report()
+        )),
+    }
+}

@@ -1,0 +1,559 @@
+//! The state every agent session shares: the servers, the tool catalog, the routes of
+//! resources and prompts, and the bookkeeping that lets messages flow back to the right
+//! session (progress tokens, server→client requests, subscriptions).
+
+use crate::catalog::Catalog;
+use crate::jsonrpc;
+use crate::session::{Session, SessionShared};
+use corral_config::ToolPrefix;
+use corral_events::{Event, EventBus};
+use corral_supervisor::rpc::Responder;
+use corral_supervisor::{IncomingRequest, Notification, ServerHandle, ServerState};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::sync::{broadcast, mpsc};
+
+/// How the gateway presents itself.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    pub tool_prefix: ToolPrefix,
+    pub builtin_tools: bool,
+}
+
+/// Sends messages to one agent. `related` is the agent's request a message belongs to
+/// (progress, a server's sampling request during a tool call), so a transport that has
+/// per-request streams (Streamable HTTP) can put it on the right one.
+pub trait Outbound: Send + Sync + 'static {
+    fn send(&self, message: Vec<u8>, related: Option<&RawValue>);
+}
+
+/// Where a rewritten progress token leads back to.
+struct ProgressRoute {
+    session: u64,
+    token: Box<RawValue>,
+    request: Box<RawValue>,
+}
+
+/// A forwarded call in flight, for routing what a server sends during it.
+struct ActiveCall {
+    seq: u64,
+    session: u64,
+    request: Box<RawValue>,
+}
+
+/// Shared gateway state; sessions hold an `Arc` of it.
+pub struct Hub {
+    pub(crate) opts: GatewayOptions,
+    pub(crate) servers: BTreeMap<String, ServerHandle>,
+    bus: EventBus,
+    catalog: RwLock<Arc<Catalog>>,
+    sessions: Mutex<HashMap<u64, Arc<SessionShared>>>,
+    next_id: AtomicU64,
+    progress: Mutex<HashMap<u64, ProgressRoute>>,
+    client_requests: Mutex<HashMap<u64, (u64, Responder)>>,
+    calls: Mutex<HashMap<String, Vec<ActiveCall>>>,
+    /// Resource URI → server, learned from `resources/list`.
+    pub(crate) resource_routes: Mutex<HashMap<String, String>>,
+    /// Template URI prefix (up to the first `{`) → server, from `resources/templates/list`.
+    pub(crate) template_routes: Mutex<Vec<(String, String)>>,
+    /// Exposed prompt name → (server, prompt name).
+    pub(crate) prompt_routes: Mutex<HashMap<String, (String, String)>>,
+}
+
+impl Hub {
+    /// Starts the gateway over `servers`: watches their events and notifications, and
+    /// takes their server→client requests from `requests`.
+    pub fn start(
+        servers: BTreeMap<String, ServerHandle>,
+        opts: GatewayOptions,
+        bus: EventBus,
+        requests: Option<mpsc::UnboundedReceiver<IncomingRequest>>,
+    ) -> Arc<Hub> {
+        let events = bus.subscribe();
+        let catalog = Catalog::build(servers.values(), opts.tool_prefix, opts.builtin_tools);
+        let hub = Arc::new(Hub {
+            opts,
+            servers,
+            bus,
+            catalog: RwLock::new(Arc::new(catalog)),
+            sessions: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            progress: Mutex::new(HashMap::new()),
+            client_requests: Mutex::new(HashMap::new()),
+            calls: Mutex::new(HashMap::new()),
+            resource_routes: Mutex::new(HashMap::new()),
+            template_routes: Mutex::new(Vec::new()),
+            prompt_routes: Mutex::new(HashMap::new()),
+        });
+        tokio::spawn(watch_events(Arc::downgrade(&hub), events));
+        for handle in hub.servers.values() {
+            tokio::spawn(pump_notifications(
+                Arc::downgrade(&hub),
+                handle.name().to_owned(),
+                handle.notifications(),
+            ));
+        }
+        if let Some(rx) = requests {
+            tokio::spawn(pump_requests(Arc::downgrade(&hub), rx));
+        }
+        hub
+    }
+
+    /// A new agent session writing through `out`.
+    pub fn open_session(self: &Arc<Self>, out: Arc<dyn Outbound>) -> Arc<Session> {
+        let id = self.next_id();
+        let session = Session::new(id, self.clone(), out);
+        self.sessions
+            .lock()
+            .unwrap()
+            .insert(id, session.shared().clone());
+        session
+    }
+
+    /// Forgets a session; what it had in flight is dropped by its owner.
+    pub fn close_session(&self, id: u64) {
+        self.sessions.lock().unwrap().remove(&id);
+        self.progress.lock().unwrap().retain(|_, r| r.session != id);
+        let orphaned: Vec<Responder> = {
+            let mut reqs = self.client_requests.lock().unwrap();
+            let ids: Vec<u64> = reqs
+                .iter()
+                .filter(|(_, (s, _))| *s == id)
+                .map(|(k, _)| *k)
+                .collect();
+            ids.into_iter()
+                .filter_map(|k| reqs.remove(&k).map(|(_, r)| r))
+                .collect()
+        };
+        for r in orphaned {
+            r.error(
+                jsonrpc::INTERNAL_ERROR,
+                "the client session that was asked has closed",
+            );
+        }
+    }
+
+    /// Number of open sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.lock().unwrap().len()
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The current catalog.
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.read().unwrap().clone()
+    }
+
+    /// The servers, by name.
+    pub fn servers(&self) -> &BTreeMap<String, ServerHandle> {
+        &self.servers
+    }
+
+    /// Rebuilds the catalog; tells every session when the tool list changed.
+    pub(crate) fn rebuild(&self) {
+        let next = Catalog::build(
+            self.servers.values(),
+            self.opts.tool_prefix,
+            self.opts.builtin_tools,
+        );
+        let changed = {
+            let mut cur = self.catalog.write().unwrap();
+            let changed = cur.list_json != next.list_json;
+            if next.collisions != cur.collisions {
+                for c in &next.collisions {
+                    self.bus.emit(
+                        Event::new("gateway.tool_collision", "gateway").with("reason", c.as_str()),
+                    );
+                }
+            }
+            if changed {
+                *cur = Arc::new(next);
+            }
+            changed
+        };
+        if changed {
+            self.broadcast(&jsonrpc::notification(
+                "notifications/tools/list_changed",
+                None,
+            ));
+        }
+    }
+
+    /// Waits (each at most its startup timeout) for servers that are still starting, so an
+    /// agent listing tools right after connecting sees them.
+    pub(crate) async fn await_starting(&self) {
+        let starting: Vec<&ServerHandle> = self
+            .servers
+            .values()
+            .filter(|h| h.status().state == ServerState::Starting)
+            .collect();
+        if starting.is_empty() {
+            return;
+        }
+        let waits = starting.iter().map(|h| {
+            let h = (*h).clone();
+            tokio::spawn(async move {
+                let _ = h.wait_ready(h.config().startup_timeout).await;
+            })
+        });
+        for w in waits.collect::<Vec<_>>() {
+            let _ = w.await;
+        }
+        self.rebuild();
+    }
+
+    /// Sends a message to every initialized session.
+    pub(crate) fn broadcast(&self, msg: &[u8]) {
+        let sessions: Vec<Arc<SessionShared>> =
+            self.sessions.lock().unwrap().values().cloned().collect();
+        for s in sessions {
+            if s.is_initialized() {
+                s.send(msg.to_vec(), None);
+            }
+        }
+    }
+
+    /// Rewrites a call's progress token to one unique across sessions; returns the new
+    /// token (a string) to put in the forwarded `_meta`.
+    pub(crate) fn register_progress(
+        &self,
+        session: u64,
+        token: &RawValue,
+        request: &RawValue,
+    ) -> u64 {
+        let id = self.next_id();
+        self.progress.lock().unwrap().insert(
+            id,
+            ProgressRoute {
+                session,
+                token: token.to_owned(),
+                request: request.to_owned(),
+            },
+        );
+        id
+    }
+
+    pub(crate) fn forget_progress(&self, id: u64) {
+        self.progress.lock().unwrap().remove(&id);
+    }
+
+    /// Records that `session` has a call in flight on `server`; the guard removes it.
+    pub(crate) fn begin_call<'a>(
+        &'a self,
+        server: &str,
+        session: u64,
+        request: &RawValue,
+    ) -> CallGuard<'a> {
+        let seq = self.next_id();
+        self.calls
+            .lock()
+            .unwrap()
+            .entry(server.to_owned())
+            .or_default()
+            .push(ActiveCall {
+                seq,
+                session,
+                request: request.to_owned(),
+            });
+        CallGuard {
+            hub: self,
+            server: server.to_owned(),
+            seq,
+        }
+    }
+
+    /// The most recent call in flight on `server`: (session, agent request id).
+    fn latest_call(&self, server: &str) -> Option<(u64, Box<RawValue>)> {
+        let calls = self.calls.lock().unwrap();
+        let c = calls.get(server)?.last()?;
+        Some((c.session, c.request.clone()))
+    }
+
+    fn session(&self, id: u64) -> Option<Arc<SessionShared>> {
+        self.sessions.lock().unwrap().get(&id).cloned()
+    }
+
+    /// An agent answered one of the requests we forwarded from a server.
+    pub(crate) fn client_response(
+        &self,
+        id: &RawValue,
+        result: Option<&RawValue>,
+        error: Option<&RawValue>,
+    ) {
+        let Some(n) = serde_json::from_str::<String>(id.get()).ok().and_then(|s| {
+            s.strip_prefix("corral-")
+                .and_then(|n| n.parse::<u64>().ok())
+        }) else {
+            return;
+        };
+        let Some((_, responder)) = self.client_requests.lock().unwrap().remove(&n) else {
+            return;
+        };
+        match (result, error) {
+            (Some(r), _) => responder.result(r),
+            (None, Some(e)) => {
+                #[derive(serde::Deserialize)]
+                struct E {
+                    code: i64,
+                    message: String,
+                }
+                match serde_json::from_str::<E>(e.get()) {
+                    Ok(e) => responder.error(e.code, &e.message),
+                    Err(_) => responder.error(
+                        jsonrpc::INTERNAL_ERROR,
+                        "the client answered with a malformed error",
+                    ),
+                }
+            }
+            (None, None) => {
+                responder.error(jsonrpc::INTERNAL_ERROR, "empty response from the client")
+            }
+        }
+    }
+
+    /// Routes a server's request to the agent whose call it is serving.
+    fn server_request(&self, incoming: IncomingRequest) {
+        let IncomingRequest { server, request } = incoming;
+        let capability = match request.method.as_str() {
+            "sampling/createMessage" => "sampling",
+            "elicitation/create" => "elicitation",
+            "roots/list" => "roots",
+            _ => "",
+        };
+        let target = self
+            .latest_call(&server)
+            .and_then(|(sid, req)| self.session(sid).map(|s| (s, Some(req))))
+            .or_else(|| {
+                // Not during a call (e.g. roots/list after a change): any capable agent.
+                let sessions = self.sessions.lock().unwrap();
+                sessions
+                    .values()
+                    .find(|s| s.is_initialized() && s.supports(capability))
+                    .map(|s| (s.clone(), None))
+            });
+        let Some((session, related)) = target else {
+            request.responder.error(
+                jsonrpc::METHOD_NOT_FOUND,
+                &format!("corral: no connected client to answer {}", request.method),
+            );
+            return;
+        };
+        if !capability.is_empty() && !session.supports(capability) {
+            request.responder.error(
+                jsonrpc::METHOD_NOT_FOUND,
+                &format!("corral: the client did not declare the '{capability}' capability"),
+            );
+            return;
+        }
+        let n = self.next_id();
+        let params = request.params.as_ref().map(|p| p.get());
+        let msg = jsonrpc::request(&format!("corral-{n}"), &request.method, params);
+        self.client_requests
+            .lock()
+            .unwrap()
+            .insert(n, (session.id(), request.responder));
+        session.send(msg, related.as_deref());
+    }
+
+    /// Routes one notification from `server`.
+    fn server_notification(&self, server: &str, note: Notification) {
+        let params = note.params.as_ref().map(|p| p.get());
+        match note.method.as_str() {
+            "notifications/progress" => self.route_progress(params),
+            "notifications/message" => self.route_log(server, params),
+            "notifications/resources/updated" => self.route_resource_updated(params),
+            "notifications/resources/list_changed" | "notifications/prompts/list_changed" => {
+                self.broadcast(&jsonrpc::notification(&note.method, None));
+            }
+            // tools/list_changed: the supervisor re-reads the tools and emits
+            // server.tools_changed, which rebuilds the catalog.
+            _ => {}
+        }
+    }
+
+    fn route_progress(&self, params: Option<&str>) {
+        let Some(mut p) = params.and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
+        else {
+            return;
+        };
+        let Some(id) = p
+            .get("progressToken")
+            .and_then(Value::as_str)
+            .and_then(|t| t.strip_prefix("corral-p-"))
+            .and_then(|n| n.parse::<u64>().ok())
+        else {
+            return;
+        };
+        let route = {
+            let progress = self.progress.lock().unwrap();
+            progress
+                .get(&id)
+                .map(|r| (r.session, r.token.clone(), r.request.clone()))
+        };
+        let Some((sid, token, request)) = route else {
+            return;
+        };
+        let Some(session) = self.session(sid) else {
+            return;
+        };
+        p.insert(
+            "progressToken".into(),
+            serde_json::from_str(token.get()).unwrap_or(Value::Null),
+        );
+        let msg = jsonrpc::notification(
+            "notifications/progress",
+            Some(&Value::Object(p).to_string()),
+        );
+        session.send(msg, Some(&request));
+    }
+
+    fn route_log(&self, server: &str, params: Option<&str>) {
+        let Some(mut p) = params.and_then(|p| serde_json::from_str::<Map<String, Value>>(p).ok())
+        else {
+            return;
+        };
+        let level = p
+            .get("level")
+            .and_then(Value::as_str)
+            .map(crate::session::level_rank)
+            .unwrap_or(0);
+        let logger = match p.get("logger").and_then(Value::as_str) {
+            Some(l) => format!("{server}/{l}"),
+            None => server.to_owned(),
+        };
+        p.insert("logger".into(), Value::String(logger));
+        let msg =
+            jsonrpc::notification("notifications/message", Some(&Value::Object(p).to_string()));
+        let call = self.latest_call(server);
+        let sessions: Vec<Arc<SessionShared>> =
+            self.sessions.lock().unwrap().values().cloned().collect();
+        for s in sessions {
+            if !s.is_initialized() || level < s.log_level() {
+                continue;
+            }
+            let related = call
+                .as_ref()
+                .filter(|(sid, _)| *sid == s.id())
+                .map(|(_, r)| &**r);
+            s.send(msg.clone(), related);
+        }
+    }
+
+    fn route_resource_updated(&self, params: Option<&str>) {
+        let Some(uri) = params
+            .and_then(|p| serde_json::from_str::<Value>(p).ok())
+            .and_then(|v| v.get("uri").and_then(Value::as_str).map(str::to_owned))
+        else {
+            return;
+        };
+        let msg = jsonrpc::notification("notifications/resources/updated", params);
+        let sessions: Vec<Arc<SessionShared>> =
+            self.sessions.lock().unwrap().values().cloned().collect();
+        for s in sessions {
+            if s.is_subscribed(&uri) {
+                s.send(msg.clone(), None);
+            }
+        }
+    }
+
+    /// Whether server `name` declared capability `cap` (`resources`, `prompts`, …).
+    pub(crate) fn server_has(&self, name: &str, cap: &str) -> bool {
+        self.servers
+            .get(name)
+            .and_then(|h| h.initialize_result())
+            .is_some_and(|init| init.get("capabilities").and_then(|c| c.get(cap)).is_some())
+    }
+}
+
+/// Removes a call from the in-flight set when dropped.
+pub(crate) struct CallGuard<'a> {
+    hub: &'a Hub,
+    server: String,
+    seq: u64,
+}
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        let mut calls = self.hub.calls.lock().unwrap();
+        if let Some(list) = calls.get_mut(&self.server) {
+            list.retain(|c| c.seq != self.seq);
+        }
+    }
+}
+
+/// Events that change what agents can see: rebuild the catalog, and tell agents about
+/// resources and prompts of servers that came or went.
+async fn watch_events(hub: std::sync::Weak<Hub>, mut events: broadcast::Receiver<Event>) {
+    loop {
+        let ev = match events.recv().await {
+            Ok(ev) => ev,
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                if let Some(hub) = hub.upgrade() {
+                    hub.rebuild();
+                }
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(hub) = hub.upgrade() else { return };
+        let Some(server) = ev.source.strip_prefix("server:") else {
+            continue;
+        };
+        match ev.kind.as_str() {
+            "server.ready"
+            | "server.crashed"
+            | "server.stopped"
+            | "server.gave_up"
+            | "server.tools_changed" => {
+                hub.rebuild();
+                if ev.kind != "server.tools_changed" {
+                    for (cap, method) in [
+                        ("resources", "notifications/resources/list_changed"),
+                        ("prompts", "notifications/prompts/list_changed"),
+                    ] {
+                        if hub.server_has(server, cap) {
+                            hub.broadcast(&jsonrpc::notification(method, None));
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+async fn pump_notifications(
+    hub: std::sync::Weak<Hub>,
+    server: String,
+    mut rx: broadcast::Receiver<Notification>,
+) {
+    loop {
+        let note = match rx.recv().await {
+            Ok(n) => n,
+            Err(broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(hub) = hub.upgrade() else { return };
+        hub.server_notification(&server, note);
+    }
+}
+
+async fn pump_requests(
+    hub: std::sync::Weak<Hub>,
+    mut rx: mpsc::UnboundedReceiver<IncomingRequest>,
+) {
+    while let Some(req) = rx.recv().await {
+        let Some(hub) = hub.upgrade() else { return };
+        hub.server_request(req);
+    }
+}
+
+/// How long a fan-out to every server may take at most, whatever their call timeouts.
+pub(crate) const FAN_OUT_LIMIT: Duration = Duration::from_secs(30);

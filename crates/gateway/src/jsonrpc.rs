@@ -1,0 +1,150 @@
+//! JSON-RPC 2.0 envelopes, built and parsed without touching what they carry.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// Standard error codes.
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// Any JSON-RPC message, parsed as far as routing needs.
+#[derive(Debug, Deserialize)]
+pub struct Envelope<'a> {
+    #[serde(borrow, default)]
+    pub id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    pub params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub error: Option<&'a RawValue>,
+}
+
+impl<'a> Envelope<'a> {
+    /// Parses one message; `None` when it is not a JSON object.
+    pub fn parse(bytes: &'a [u8]) -> Option<Envelope<'a>> {
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return None;
+        }
+        serde_json::from_slice(bytes).ok()
+    }
+
+    /// A request: method and id.
+    pub fn is_request(&self) -> bool {
+        self.method.is_some() && self.id.is_some()
+    }
+
+    /// A response to one of our requests: id, no method.
+    pub fn is_response(&self) -> bool {
+        self.method.is_none()
+            && self.id.is_some()
+            && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`.
+pub fn result(id: &RawValue, result: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(40 + result.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(br#","result":"#);
+    out.extend_from_slice(result.as_bytes());
+    out.push(b'}');
+    out
+}
+
+/// `{"jsonrpc":"2.0","id":ID,"error":{"code":C,"message":M}}` (id `null` when unknown).
+pub fn error(id: Option<&RawValue>, code: i64, message: &str) -> Vec<u8> {
+    error_with_data(id, code, message, None)
+}
+
+/// An error response with optional raw `data`.
+pub fn error_with_data(
+    id: Option<&RawValue>,
+    code: i64,
+    message: &str,
+    data: Option<&str>,
+) -> Vec<u8> {
+    let id = id.map_or("null", RawValue::get);
+    let msg = serde_json::to_string(message).expect("strings serialize");
+    let data = data.map(|d| format!(r#","data":{d}"#)).unwrap_or_default();
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":{code},"message":{msg}{data}}}}}"#)
+        .into_bytes()
+}
+
+/// A notification with raw params.
+pub fn notification(method: &str, params: Option<&str>) -> Vec<u8> {
+    let method = serde_json::to_string(method).expect("strings serialize");
+    match params {
+        Some(p) => format!(r#"{{"jsonrpc":"2.0","method":{method},"params":{p}}}"#),
+        None => format!(r#"{{"jsonrpc":"2.0","method":{method}}}"#),
+    }
+    .into_bytes()
+}
+
+/// A request we send to the agent.
+pub fn request(id: &str, method: &str, params: Option<&str>) -> Vec<u8> {
+    let method = serde_json::to_string(method).expect("strings serialize");
+    let id = serde_json::to_string(id).expect("strings serialize");
+    match params {
+        Some(p) => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{p}}}"#),
+        None => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method}}}"#),
+    }
+    .into_bytes()
+}
+
+/// A tool result with one text block, as agents read tool failures best.
+pub fn tool_error_result(text: &str) -> String {
+    let text = serde_json::to_string(text).expect("strings serialize");
+    format!(r#"{{"content":[{{"type":"text","text":{text}}}],"isError":true}}"#)
+}
+
+/// A tool result with one text block and structured content.
+pub fn tool_text_result(text: &str, structured: Option<&serde_json::Value>) -> String {
+    let mut v = serde_json::json!({"content": [{"type": "text", "text": text}], "isError": false});
+    if let Some(s) = structured {
+        v["structuredContent"] = s.clone();
+    }
+    v.to_string()
+}
+
+/// Raw JSON for a value we built.
+pub fn raw(json: String) -> Box<RawValue> {
+    RawValue::from_string(json).expect("we only build valid JSON")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builds_envelopes() {
+        let id = raw("7".into());
+        assert_eq!(
+            result(&id, "{}"),
+            br#"{"jsonrpc":"2.0","id":7,"result":{}}"#
+        );
+        assert_eq!(
+            error(None, PARSE_ERROR, "bad \"json\""),
+            br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad \"json\""}}"#
+        );
+        let v: serde_json::Value = serde_json::from_str(&tool_error_result("x\ny")).unwrap();
+        assert_eq!(v["isError"], true);
+    }
+
+    #[test]
+    fn classifies_messages() {
+        let r = Envelope::parse(br#"{"jsonrpc":"2.0","id":"a","result":{}}"#).unwrap();
+        assert!(r.is_response() && !r.is_request());
+        let q = Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
+        assert!(q.is_request());
+        assert!(Envelope::parse(b"[1]").is_none());
+        assert!(Envelope::parse(b"garbage").is_none());
+    }
+}

@@ -1,0 +1,35 @@
+//! One MCP endpoint over every server.
+//!
+//! # Theory of operation
+//!
+//! The [`Hub`] holds what all agent sessions share: the supervisor's server handles, the
+//! tool [`catalog`] (every ready server's tools, filtered and renamed `<server>__<tool>`,
+//! plus Corral's [`builtin`] tools, pre-serialized), and the routing tables that send
+//! messages back to the right session. A [`Session`] is one agent: transports
+//! ([`stdio`], HTTP) hand it messages, and it answers each request on its own task.
+//!
+//! Forwarding is lean on purpose (DESIGN.md, performance notes): a `tools/call` parses
+//! only the envelope and the tool name, carries the arguments as raw JSON, and rewrites
+//! only the name (and a progress token, when there is one).
+//!
+//! What flows back: a server's progress notifications are matched to the session by a
+//! gateway-unique token; its log messages go to every session (logger = server name),
+//! attached to that session's call on that server when there is one; its sampling and
+//! elicitation requests go to the session whose call it is serving; its list changes
+//! become one `list_changed` to every session. When servers come and go (ready, crash,
+//! stop), the catalog is rebuilt and sessions are told only if the tool list changed.
+//!
+//! Degradation: a server that is down simply has no tools in the list; a call to one of
+//! its tools is answered at once with a short actionable tool error, and everything else
+//! keeps working.
+
+pub mod builtin;
+pub mod catalog;
+mod hub;
+pub mod jsonrpc;
+pub mod naming;
+mod session;
+pub mod stdio;
+
+pub use hub::{GatewayOptions, Hub, Outbound};
+pub use session::{PROTOCOL_VERSIONS, Reply, Session};

@@ -1,0 +1,730 @@
+//! One agent's MCP session: what it may call, how each request is routed, and the
+//! messages flowing back to it.
+//!
+//! A session is transport-agnostic: a transport hands it each incoming message with
+//! [`Session::receive`] and a way to deliver the reply; notifications and requests for
+//! the agent go through its [`Outbound`]. Every request runs in its own task, so a slow
+//! tool never holds up another, and `notifications/cancelled` aborts that task — which
+//! drops the forwarded call and so sends `notifications/cancelled` on to the server.
+
+use crate::catalog::Route;
+use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
+use crate::jsonrpc::{self, Envelope};
+use crate::naming;
+use corral_supervisor::{CallError, RpcError, ServerState};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex};
+use tokio::sync::oneshot;
+
+/// Protocol versions this gateway speaks; the agent's choice is echoed when listed.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// What other parts of the gateway need of a session.
+pub struct SessionShared {
+    id: u64,
+    out: Arc<dyn Outbound>,
+    initialized: AtomicBool,
+    log_level: AtomicU8,
+    caps: Mutex<Value>,
+    protocol: Mutex<Option<String>>,
+    subscriptions: Mutex<HashSet<String>>,
+}
+
+impl SessionShared {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn send(&self, msg: Vec<u8>, related: Option<&RawValue>) {
+        self.out.send(msg, related);
+    }
+
+    pub fn is_initialized(&self) -> bool {
+        self.initialized.load(Ordering::Acquire)
+    }
+
+    /// Whether the agent declared client capability `cap` (`sampling`, …).
+    pub fn supports(&self, cap: &str) -> bool {
+        cap.is_empty() || self.caps.lock().unwrap().get(cap).is_some()
+    }
+
+    pub fn log_level(&self) -> u8 {
+        self.log_level.load(Ordering::Relaxed)
+    }
+
+    pub fn is_subscribed(&self, uri: &str) -> bool {
+        self.subscriptions.lock().unwrap().contains(uri)
+    }
+
+    /// The protocol version agreed at initialize.
+    pub fn protocol(&self) -> Option<String> {
+        self.protocol.lock().unwrap().clone()
+    }
+}
+
+/// RFC 5424 severities as MCP names them, lowest first.
+pub fn level_rank(level: &str) -> u8 {
+    match level {
+        "debug" => 0,
+        "info" => 1,
+        "notice" => 2,
+        "warning" => 3,
+        "error" => 4,
+        "critical" => 5,
+        "alert" => 6,
+        "emergency" => 7,
+        _ => 0,
+    }
+}
+
+/// One agent session.
+pub struct Session {
+    hub: Arc<Hub>,
+    shared: Arc<SessionShared>,
+    /// Requests in flight by raw id text, for cancellation.
+    inflight: Mutex<HashMap<String, oneshot::Sender<()>>>,
+}
+
+/// Delivers the reply to one message (`None`: nothing to send back).
+pub type Reply = Box<dyn FnOnce(Option<Vec<u8>>) + Send>;
+
+impl Session {
+    pub(crate) fn new(id: u64, hub: Arc<Hub>, out: Arc<dyn Outbound>) -> Arc<Session> {
+        Arc::new(Session {
+            hub,
+            shared: Arc::new(SessionShared {
+                id,
+                out,
+                initialized: AtomicBool::new(false),
+                log_level: AtomicU8::new(level_rank("info")),
+                caps: Mutex::new(Value::Null),
+                protocol: Mutex::new(None),
+                subscriptions: Mutex::new(HashSet::new()),
+            }),
+            inflight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn id(&self) -> u64 {
+        self.shared.id
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<SessionShared> {
+        &self.shared
+    }
+
+    /// The protocol version agreed at initialize.
+    pub fn protocol(&self) -> Option<String> {
+        self.shared.protocol()
+    }
+
+    /// Handles one message from the agent. Notifications and responses are handled
+    /// before this returns (so a `notifications/cancelled` can never overtake the request
+    /// it cancels); requests run on their own task. `reply` gets the response, or `None`
+    /// for notifications, responses and cancelled requests.
+    pub fn receive(self: &Arc<Self>, message: Vec<u8>, reply: Reply) {
+        let Some(env) = Envelope::parse(&message) else {
+            reply(Some(jsonrpc::error(
+                None,
+                jsonrpc::PARSE_ERROR,
+                "not a JSON-RPC message: MCP stdio is one JSON object per line",
+            )));
+            return;
+        };
+        let key = match (env.is_response(), env.method.as_deref(), env.id) {
+            (true, _, Some(id)) => {
+                self.hub.client_response(id, env.result, env.error);
+                return reply(None);
+            }
+            (_, None, id) => {
+                return reply(Some(jsonrpc::error(
+                    id,
+                    jsonrpc::INVALID_REQUEST,
+                    "message has no method",
+                )));
+            }
+            (_, Some(method), None) => {
+                self.notification(method, env.params);
+                return reply(None);
+            }
+            (_, Some(_), Some(id)) => id.get().to_owned(),
+        };
+        drop(env);
+        let (cancel_tx, cancel_rx) = oneshot::channel();
+        self.inflight.lock().unwrap().insert(key.clone(), cancel_tx);
+        let this = self.clone();
+        tokio::spawn(async move {
+            let env = Envelope::parse(&message).expect("parsed above");
+            let (id, method) = (
+                env.id.expect("a request"),
+                env.method.as_deref().expect("a request"),
+            );
+            let out = tokio::select! {
+                r = this.request(id, method, env.params) => Some(r),
+                _ = cancel_rx => None,
+            };
+            this.inflight.lock().unwrap().remove(&key);
+            reply(out);
+        });
+    }
+
+    fn notification(&self, method: &str, params: Option<&RawValue>) {
+        match method {
+            "notifications/initialized" => self.shared.initialized.store(true, Ordering::Release),
+            "notifications/cancelled" => {
+                #[derive(Deserialize)]
+                struct P<'a> {
+                    #[serde(rename = "requestId", borrow)]
+                    request_id: &'a RawValue,
+                }
+                if let Some(p) = params.and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok())
+                    && let Some(tx) = self.inflight.lock().unwrap().remove(p.request_id.get())
+                {
+                    let _ = tx.send(());
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn request(&self, id: &RawValue, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+        match method {
+            "initialize" => self.initialize(id, params),
+            "ping" => jsonrpc::result(id, "{}"),
+            "tools/list" => {
+                self.hub.await_starting().await;
+                jsonrpc::result(id, &self.hub.catalog().list_json)
+            }
+            "tools/call" => self.call_tool(id, params).await,
+            "resources/list" => {
+                self.list_merged(id, method, "resources", "resources", params)
+                    .await
+            }
+            "resources/templates/list" => {
+                self.list_merged(id, method, "resources", "resourceTemplates", params)
+                    .await
+            }
+            "prompts/list" => {
+                self.list_merged(id, method, "prompts", "prompts", params)
+                    .await
+            }
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                self.resource_request(id, method, params).await
+            }
+            "prompts/get" => self.prompt_get(id, params).await,
+            "completion/complete" => self.complete(id, params).await,
+            "logging/setLevel" => self.set_level(id, params).await,
+            _ => jsonrpc::error(
+                Some(id),
+                jsonrpc::METHOD_NOT_FOUND,
+                &format!("method not found: {method}"),
+            ),
+        }
+    }
+
+    fn initialize(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        let p: Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or(Value::Null);
+        let asked = p
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let version = if PROTOCOL_VERSIONS.contains(&asked) {
+            asked
+        } else {
+            PROTOCOL_VERSIONS[0]
+        };
+        *self.shared.caps.lock().unwrap() = p.get("capabilities").cloned().unwrap_or(Value::Null);
+        *self.shared.protocol.lock().unwrap() = Some(version.to_owned());
+        let instructions: Vec<String> = self
+            .hub
+            .servers()
+            .values()
+            .filter_map(|h| {
+                let init = h.initialize_result()?;
+                let text = init.get("instructions")?.as_str()?;
+                Some(format!("[{}] {text}", h.name()))
+            })
+            .collect();
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "resources": {"subscribe": true, "listChanged": true},
+                "prompts": {"listChanged": true},
+                "logging": {},
+                "completions": {},
+            },
+            "serverInfo": {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let mut text = String::from(
+            "Corral aggregates several MCP servers. If a tool fails, the `servers` and \
+             `server_logs` tools show what broke.",
+        );
+        for i in &instructions {
+            text.push('\n');
+            text.push_str(i);
+        }
+        result["instructions"] = Value::String(text);
+        jsonrpc::result(id, &result.to_string())
+    }
+
+    async fn call_tool(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        #[derive(Deserialize)]
+        struct P<'a> {
+            #[serde(borrow)]
+            name: Cow<'a, str>,
+            #[serde(borrow, default)]
+            arguments: Option<&'a RawValue>,
+            #[serde(rename = "_meta", borrow, default)]
+            meta: Option<&'a RawValue>,
+        }
+        let Some(p) = params.and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok()) else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "tools/call needs params {name, arguments}",
+            );
+        };
+        let route = match self.hub.catalog().routes.get(p.name.as_ref()) {
+            Some(r) => Some(r.clone()),
+            None => {
+                // Its server may still be starting, or just became ready and the catalog
+                // is not rebuilt yet: wait (bounded), rebuild, look again.
+                self.hub.await_starting().await;
+                self.hub.rebuild();
+                self.hub.catalog().routes.get(p.name.as_ref()).cloned()
+            }
+        };
+        let (server, tool) = match route {
+            Some(Route::Server { server, tool }) => (server, tool),
+            Some(Route::Builtin(b)) => {
+                let args: Value = p
+                    .arguments
+                    .and_then(|a| serde_json::from_str(a.get()).ok())
+                    .unwrap_or(Value::Null);
+                let result = b.call(self.hub.servers(), &args).await;
+                return jsonrpc::result(id, &result);
+            }
+            None => return self.unknown_tool(id, &p.name),
+        };
+        let Some(handle) = self.hub.servers().get(&server) else {
+            return self.unknown_tool(id, &p.name);
+        };
+        let _call = self.hub.begin_call(&server, self.shared.id, id);
+        // Build the forwarded params: the original tool name, the arguments as they are,
+        // and `_meta` with a progress token unique across sessions.
+        let mut progress_id = None;
+        let mut forwarded = String::with_capacity(64 + p.arguments.map_or(0, |a| a.get().len()));
+        forwarded.push_str(r#"{"name":"#);
+        forwarded.push_str(&serde_json::to_string(&tool).expect("strings serialize"));
+        if let Some(args) = p.arguments {
+            forwarded.push_str(r#","arguments":"#);
+            forwarded.push_str(args.get());
+        }
+        if let Some(meta) = p.meta {
+            let mut meta: serde_json::Map<String, Value> =
+                serde_json::from_str(meta.get()).unwrap_or_default();
+            if let Some(token) = meta.get("progressToken") {
+                let raw = jsonrpc::raw(token.to_string());
+                let n = self.hub.register_progress(self.shared.id, &raw, id);
+                meta.insert(
+                    "progressToken".into(),
+                    Value::String(format!("corral-p-{n}")),
+                );
+                progress_id = Some(n);
+            }
+            forwarded.push_str(r#","_meta":"#);
+            forwarded.push_str(&Value::Object(meta).to_string());
+        }
+        forwarded.push('}');
+        let forwarded = jsonrpc::raw(forwarded);
+        let result = handle.request("tools/call", Some(&forwarded)).await;
+        if let Some(n) = progress_id {
+            self.hub.forget_progress(n);
+        }
+        match result {
+            Ok(r) => jsonrpc::result(id, r.get()),
+            Err(CallError::Rpc {
+                source:
+                    RpcError::Server {
+                        code,
+                        message,
+                        data,
+                    },
+                ..
+            }) => jsonrpc::error_with_data(Some(id), code, &message, data.as_deref()),
+            Err(e) => jsonrpc::result(id, &jsonrpc::tool_error_result(&agent_message(&e))),
+        }
+    }
+
+    fn unknown_tool(&self, id: &RawValue, name: &str) -> Vec<u8> {
+        // A tool of a server that is down is "unknown" now; say so instead.
+        if let Some((server, _)) = name.split_once(naming::SEP)
+            && let Some(h) = self.hub.servers().get(server)
+            && h.status().state != ServerState::Ready
+        {
+            return jsonrpc::result(
+                id,
+                &jsonrpc::tool_error_result(&h.unavailable().to_string()),
+            );
+        }
+        jsonrpc::error(
+            Some(id),
+            jsonrpc::INVALID_PARAMS,
+            &format!("unknown tool: {name}"),
+        )
+    }
+
+    /// Sends `method` to every ready server that declared `capability`, and merges the
+    /// `field` arrays of their results (renaming prompts, recording routes).
+    async fn list_merged(
+        &self,
+        id: &RawValue,
+        method: &str,
+        capability: &str,
+        field: &str,
+        _params: Option<&RawValue>,
+    ) -> Vec<u8> {
+        self.hub.await_starting().await;
+        let results = self.fan_out(method, capability).await;
+        let mut merged = Vec::new();
+        for (server, result) in results {
+            let Ok(raw) = result else { continue };
+            let Ok(mut v) = serde_json::from_str::<Value>(raw.get()) else {
+                continue;
+            };
+            let Some(items) = v.get_mut(field).and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for mut item in items.drain(..) {
+                self.record_route(&server, field, &mut item);
+                merged.push(item);
+            }
+        }
+        jsonrpc::result(id, &json!({ field: merged }).to_string())
+    }
+
+    fn record_route(&self, server: &str, field: &str, item: &mut Value) {
+        match field {
+            "resources" => {
+                if let Some(uri) = item.get("uri").and_then(Value::as_str) {
+                    self.hub
+                        .resource_routes
+                        .lock()
+                        .unwrap()
+                        .entry(uri.to_owned())
+                        .or_insert_with(|| server.to_owned());
+                }
+            }
+            "resourceTemplates" => {
+                if let Some(t) = item.get("uriTemplate").and_then(Value::as_str) {
+                    let prefix = t.split('{').next().unwrap_or(t).to_owned();
+                    let mut routes = self.hub.template_routes.lock().unwrap();
+                    if !routes.iter().any(|(p, s)| *p == prefix && s == server) {
+                        routes.push((prefix, server.to_owned()));
+                    }
+                }
+            }
+            "prompts" => {
+                if let Some(name) = item.get("name").and_then(Value::as_str).map(str::to_owned) {
+                    let exposed = naming::exposed(self.hub.opts.tool_prefix, server, &name);
+                    item["name"] = Value::String(exposed.clone());
+                    self.hub
+                        .prompt_routes
+                        .lock()
+                        .unwrap()
+                        .insert(exposed, (server.to_owned(), name));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    async fn fan_out(
+        &self,
+        method: &str,
+        capability: &str,
+    ) -> Vec<(String, Result<Box<RawValue>, CallError>)> {
+        let mut tasks = tokio::task::JoinSet::new();
+        for h in self.hub.servers().values() {
+            if h.status().state != ServerState::Ready || !self.hub.server_has(h.name(), capability)
+            {
+                continue;
+            }
+            let h = h.clone();
+            let method = method.to_owned();
+            tasks.spawn(async move {
+                let r = tokio::time::timeout(FAN_OUT_LIMIT, h.request(&method, None)).await;
+                let r = r.unwrap_or_else(|_| {
+                    Err(CallError::Rpc {
+                        server: h.name().to_owned(),
+                        source: RpcError::Timeout {
+                            method,
+                            after: FAN_OUT_LIMIT,
+                        },
+                    })
+                });
+                (h.name().to_owned(), r)
+            });
+        }
+        let mut out = Vec::new();
+        while let Some(Ok(r)) = tasks.join_next().await {
+            out.push(r);
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// The server owning resource `uri`: from listings, then templates, then the only
+    /// server with resources; else it asks for a listing first.
+    async fn resource_server(&self, uri: &str) -> Option<String> {
+        if let Some(s) = self.lookup_resource(uri) {
+            return Some(s);
+        }
+        let candidates: Vec<String> = self
+            .hub
+            .servers()
+            .keys()
+            .filter(|n| self.hub.server_has(n, "resources"))
+            .cloned()
+            .collect();
+        if candidates.len() == 1 {
+            return candidates.into_iter().next();
+        }
+        // Learn the routes, then look again.
+        for (field, method) in [
+            ("resources", "resources/list"),
+            ("resourceTemplates", "resources/templates/list"),
+        ] {
+            for (server, result) in self.fan_out(method, "resources").await {
+                if let Ok(raw) = result
+                    && let Ok(mut v) = serde_json::from_str::<Value>(raw.get())
+                    && let Some(items) = v.get_mut(field).and_then(Value::as_array_mut)
+                {
+                    for item in items.iter_mut() {
+                        self.record_route(&server, field, item);
+                    }
+                }
+            }
+        }
+        self.lookup_resource(uri)
+    }
+
+    fn lookup_resource(&self, uri: &str) -> Option<String> {
+        if let Some(s) = self.hub.resource_routes.lock().unwrap().get(uri) {
+            return Some(s.clone());
+        }
+        let templates = self.hub.template_routes.lock().unwrap();
+        templates
+            .iter()
+            .filter(|(prefix, _)| uri.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, s)| s.clone())
+    }
+
+    async fn resource_request(
+        &self,
+        id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Vec<u8> {
+        let uri = params
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|v| v.get("uri").and_then(Value::as_str).map(str::to_owned));
+        let Some(uri) = uri else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                &format!("{method} needs params {{uri}}"),
+            );
+        };
+        let Some(server) = self.resource_server(&uri).await else {
+            return jsonrpc::error_with_data(
+                Some(id),
+                -32002,
+                &format!("resource not found: {uri}"),
+                Some(&json!({ "uri": uri }).to_string()),
+            );
+        };
+        match method {
+            "resources/subscribe" => {
+                self.shared
+                    .subscriptions
+                    .lock()
+                    .unwrap()
+                    .insert(uri.clone());
+            }
+            "resources/unsubscribe" => {
+                self.shared.subscriptions.lock().unwrap().remove(&uri);
+            }
+            _ => {}
+        }
+        self.forward(id, &server, method, params).await
+    }
+
+    async fn prompt_get(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        let Some(mut p) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "prompts/get needs params {name}",
+            );
+        };
+        let name = p
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let Some((server, original)) = self.prompt_route(&name).await else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                &format!("unknown prompt: {name}"),
+            );
+        };
+        p["name"] = Value::String(original);
+        let raw = jsonrpc::raw(p.to_string());
+        self.forward(id, &server, "prompts/get", Some(&raw)).await
+    }
+
+    async fn prompt_route(&self, name: &str) -> Option<(String, String)> {
+        if let Some(r) = self.hub.prompt_routes.lock().unwrap().get(name) {
+            return Some(r.clone());
+        }
+        for (server, result) in self.fan_out("prompts/list", "prompts").await {
+            if let Ok(raw) = result
+                && let Ok(mut v) = serde_json::from_str::<Value>(raw.get())
+                && let Some(items) = v.get_mut("prompts").and_then(Value::as_array_mut)
+            {
+                for item in items.iter_mut() {
+                    self.record_route(&server, "prompts", item);
+                }
+            }
+        }
+        self.hub.prompt_routes.lock().unwrap().get(name).cloned()
+    }
+
+    async fn complete(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        let Some(mut p) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "completion/complete needs params {ref, argument}",
+            );
+        };
+        let kind = p
+            .pointer("/ref/type")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let server = match kind.as_str() {
+            "ref/prompt" => {
+                let name = p
+                    .pointer("/ref/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                match self.prompt_route(&name).await {
+                    Some((server, original)) => {
+                        p["ref"]["name"] = Value::String(original);
+                        Some(server)
+                    }
+                    None => None,
+                }
+            }
+            "ref/resource" => {
+                let uri = p
+                    .pointer("/ref/uri")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                self.resource_server(&uri).await
+            }
+            _ => None,
+        };
+        let Some(server) = server else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "completion/complete: unknown prompt or resource in `ref`",
+            );
+        };
+        let raw = jsonrpc::raw(p.to_string());
+        self.forward(id, &server, "completion/complete", Some(&raw))
+            .await
+    }
+
+    async fn set_level(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+        let level = params
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|v| v.get("level").and_then(Value::as_str).map(str::to_owned));
+        let Some(level) = level else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                "logging/setLevel needs params {level}",
+            );
+        };
+        self.shared
+            .log_level
+            .store(level_rank(&level), Ordering::Relaxed);
+        // Servers filter at the source too; the most verbose level any session asked for
+        // would be the precise choice, the latest request is the simple one.
+        for h in self.hub.servers().values() {
+            if h.status().state == ServerState::Ready && self.hub.server_has(h.name(), "logging") {
+                let h = h.clone();
+                let params = params.map(|p| p.to_owned());
+                tokio::spawn(async move {
+                    let _ = h.request("logging/setLevel", params.as_deref()).await;
+                });
+            }
+        }
+        jsonrpc::result(id, "{}")
+    }
+
+    /// Forwards a request to one server and maps the outcome to a response.
+    async fn forward(
+        &self,
+        id: &RawValue,
+        server: &str,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Vec<u8> {
+        let Some(h) = self.hub.servers().get(server) else {
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INTERNAL_ERROR,
+                &format!("no server '{server}'"),
+            );
+        };
+        let _call = self.hub.begin_call(server, self.shared.id, id);
+        match h.request(method, params).await {
+            Ok(r) => jsonrpc::result(id, r.get()),
+            Err(CallError::Rpc {
+                source:
+                    RpcError::Server {
+                        code,
+                        message,
+                        data,
+                    },
+                ..
+            }) => jsonrpc::error_with_data(Some(id), code, &message, data.as_deref()),
+            Err(e) => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &agent_message(&e)),
+        }
+    }
+}
+
+/// A gateway-side failure worded for an agent: short, actionable, no raw stderr.
+fn agent_message(e: &CallError) -> String {
+    match e {
+        CallError::Down { .. } => e.to_string(),
+        other => format!("{other}; call get_errors / server_logs for details"),
+    }
+}

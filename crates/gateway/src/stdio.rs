@@ -1,0 +1,91 @@
+//! The gateway on stdin/stdout: one session, newline-delimited JSON-RPC.
+
+use crate::hub::{Hub, Outbound};
+use serde_json::value::RawValue;
+use std::sync::Arc;
+use tokio::io::{
+    AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter,
+};
+use tokio::sync::mpsc;
+
+/// Longest message accepted from the agent.
+const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+
+struct StdoutOutbound(mpsc::UnboundedSender<Vec<u8>>);
+
+impl Outbound for StdoutOutbound {
+    fn send(&self, message: Vec<u8>, _related: Option<&RawValue>) {
+        let _ = self.0.send(message);
+    }
+}
+
+/// Serves one agent on `input`/`output` until the agent closes `input`; responses still
+/// in flight are written before returning.
+pub async fn serve(
+    hub: Arc<Hub>,
+    input: impl AsyncRead + Unpin,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) {
+    let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(write_loop(output, rx));
+    let session = hub.open_session(Arc::new(StdoutOutbound(tx.clone())));
+    let mut reader = BufReader::with_capacity(64 * 1024, input);
+    let mut line = Vec::with_capacity(4096);
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_MESSAGE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if line.len() > MAX_MESSAGE {
+            let _ = tx.send(crate::jsonrpc::error(
+                None,
+                crate::jsonrpc::INVALID_REQUEST,
+                "message longer than 64 MiB",
+            ));
+            // Skip the rest of that line.
+            let mut rest = Vec::new();
+            let _ = reader.read_until(b'\n', &mut rest).await;
+            continue;
+        }
+        while matches!(line.last(), Some(b'\n' | b'\r')) {
+            line.pop();
+        }
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let tx = tx.clone();
+        session.receive(
+            std::mem::take(&mut line),
+            Box::new(move |reply| {
+                if let Some(r) = reply {
+                    let _ = tx.send(r);
+                }
+            }),
+        );
+    }
+    hub.close_session(session.id());
+    drop(session);
+    drop(tx);
+    let _ = writer.await;
+}
+
+async fn write_loop(output: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<Vec<u8>>) {
+    let mut w = BufWriter::with_capacity(64 * 1024, output);
+    while let Some(msg) = rx.recv().await {
+        let mut next = Some(msg);
+        while let Some(m) = next.take() {
+            if w.write_all(&m).await.is_err() || w.write_all(b"\n").await.is_err() {
+                return;
+            }
+            next = rx.try_recv().ok();
+        }
+        if w.flush().await.is_err() {
+            return;
+        }
+    }
+}
