@@ -63,6 +63,8 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
+    /// Run the servers behind the Streamable HTTP endpoint (foreground, live console).
+    Up,
     /// Stdio MCP endpoint for agents: every server's tools, resources and prompts.
     Mcp {
         /// Run the servers in this process (no daemon). This version has no daemon

@@ -27,6 +27,23 @@ pub struct Catalog {
     /// entry names the tool and both servers. The later server's tool is exposed as
     /// `<server>__<tool>` instead, so nothing is lost or ambiguous.
     pub collisions: Vec<String>,
+    /// What the catalog was built from (see [`fingerprint`]).
+    pub fingerprint: Vec<(ServerState, usize)>,
+}
+
+/// Each server's state and the identity of its tool list: equal fingerprints mean an
+/// equal catalog, so a rebuild can be skipped.
+pub fn fingerprint<'a>(
+    servers: impl Iterator<Item = &'a ServerHandle>,
+) -> Vec<(ServerState, usize)> {
+    servers
+        .map(|h| {
+            (
+                h.status().state,
+                std::sync::Arc::as_ptr(&h.tools()) as usize,
+            )
+        })
+        .collect()
 }
 
 impl Catalog {
@@ -36,6 +53,8 @@ impl Catalog {
         prefix: ToolPrefix,
         builtins: bool,
     ) -> Catalog {
+        let servers: Vec<&ServerHandle> = servers.collect();
+        let fingerprint = fingerprint(servers.iter().copied());
         let mut routes = HashMap::new();
         let mut owners: HashMap<String, String> = HashMap::new();
         let mut tools = Vec::new();
@@ -90,6 +109,7 @@ impl Catalog {
             list_json,
             routes,
             collisions,
+            fingerprint,
         }
     }
 }

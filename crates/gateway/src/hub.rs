@@ -195,6 +195,7 @@ impl Hub {
             .filter(|h| h.status().state == ServerState::Starting)
             .collect();
         if starting.is_empty() {
+            self.refresh();
             return;
         }
         let waits = starting.iter().map(|h| {
@@ -207,6 +208,15 @@ impl Hub {
             let _ = w.await;
         }
         self.rebuild();
+    }
+
+    /// Rebuilds the catalog if any server changed state or tools since it was built
+    /// (the event watcher does this too, but a request must not see a stale list).
+    pub(crate) fn refresh(&self) {
+        let current = crate::catalog::fingerprint(self.servers.values());
+        if self.catalog.read().unwrap().fingerprint != current {
+            self.rebuild();
+        }
     }
 
     /// Sends a message to every initialized session.

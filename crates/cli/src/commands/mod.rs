@@ -6,6 +6,7 @@ mod events;
 mod init;
 mod mcp;
 mod tools;
+mod up;
 
 use crate::CmdResult;
 use crate::args::{Cli, Command};
@@ -33,6 +34,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             json,
             standalone,
         } => events::run(config, follow, json, standalone).await,
+        Command::Up => up::run(config).await,
         Command::Mcp { standalone } => mcp::run(config, standalone).await,
         Command::Guard => unreachable!("handled before the runtime starts"),
     }

@@ -159,4 +159,5 @@ pub fn read_pid(path: &Path) -> u32 {
         .parse()
         .unwrap()
 }
+pub mod http;
 pub mod mcp;

@@ -1,0 +1,658 @@
+//! The gateway on Streamable HTTP (MCP 2025-03-26 … 2025-11-25) at `/mcp`.
+//!
+//! * `POST /mcp` carries one JSON-RPC message. Notifications and responses get `202`.
+//!   A request gets `application/json` with its response — unless something related to
+//!   it (progress, a log line, a server's sampling request) has to reach the agent before
+//!   the response does; then the reply switches to `text/event-stream` and carries those
+//!   messages followed by the response. So the common call costs no SSE framing.
+//! * `GET /mcp` opens the session's stream for messages not tied to a request
+//!   (`list_changed`, log lines between calls). Messages that arrive while no stream is
+//!   open wait in a bounded backlog.
+//! * `DELETE /mcp` ends the session.
+//! * `initialize` creates a session; its id comes back in `Mcp-Session-Id` and must be
+//!   sent with every later request (400 without it, 404 for an unknown one).
+//!
+//! Security: the endpoint requires `Authorization: Bearer <token>` unless configured
+//! otherwise; `Host` must name a loopback address (or the configured listen address)
+//! and a browser's `Origin` must be a loopback origin, which defeats DNS rebinding.
+//! Accepted sockets get `TCP_NODELAY`: without it every response waits out a delayed
+//! ACK (DESIGN.md measured 44 ms per call).
+
+use crate::hub::{Hub, Outbound};
+use crate::jsonrpc::{self, Envelope};
+use crate::session::{PROTOCOL_VERSIONS, Session};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::{Body, Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::value::RawValue;
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, oneshot};
+
+/// Largest request body accepted.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+/// Messages kept for a session while it has no GET stream open.
+const BACKLOG: usize = 1000;
+
+/// How the endpoint authenticates and which hosts it answers to.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// `None`: no token required.
+    pub token: Option<String>,
+    /// The address actually bound (its host is accepted in `Host`).
+    pub local_addr: SocketAddr,
+}
+
+/// The body of a response: a whole buffer, or an SSE stream fed by a channel.
+pub enum McpBody {
+    Full(Full<Bytes>),
+    Stream(mpsc::UnboundedReceiver<Bytes>),
+}
+
+impl Body for McpBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            McpBody::Full(f) => Pin::new(f).poll_frame(cx),
+            McpBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            McpBody::Full(f) => f.is_end_stream(),
+            McpBody::Stream(_) => false,
+        }
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        match self {
+            McpBody::Full(f) => f.size_hint(),
+            McpBody::Stream(_) => hyper::body::SizeHint::default(),
+        }
+    }
+}
+
+fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<McpBody> {
+    let mut r = Response::new(McpBody::Full(Full::new(body.into())));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_str(content_type).expect("valid"),
+    );
+    r
+}
+
+/// A plain JSON-RPC error response with an HTTP status.
+fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<McpBody> {
+    full(
+        status,
+        "application/json",
+        jsonrpc::error(None, code, message),
+    )
+}
+
+/// Per-session delivery of messages to the agent.
+#[derive(Default)]
+struct Streams {
+    /// Open POST replies waiting for messages related to their request, by raw id.
+    per_request: HashMap<String, mpsc::UnboundedSender<Vec<u8>>>,
+    /// The GET stream, if open.
+    general: Option<mpsc::UnboundedSender<Bytes>>,
+    /// What arrived while no GET stream was open.
+    backlog: VecDeque<Vec<u8>>,
+    next_event: u64,
+}
+
+struct HttpOutbound {
+    streams: Mutex<Streams>,
+}
+
+impl Outbound for HttpOutbound {
+    fn send(&self, message: Vec<u8>, related: Option<&RawValue>) {
+        let mut s = self.streams.lock().unwrap();
+        if let Some(tx) = related.and_then(|r| s.per_request.get(r.get()))
+            && tx.send(message.clone()).is_ok()
+        {
+            return;
+        }
+        s.next_event += 1;
+        let id = s.next_event;
+        if let Some(tx) = &s.general
+            && tx.send(sse_event(&message, Some(id))).is_ok()
+        {
+            return;
+        }
+        s.general = None;
+        if s.backlog.len() == BACKLOG {
+            s.backlog.pop_front();
+        }
+        s.backlog.push_back(message);
+    }
+}
+
+fn sse_event(message: &[u8], id: Option<u64>) -> Bytes {
+    let mut out = Vec::with_capacity(message.len() + 32);
+    if let Some(id) = id {
+        out.extend_from_slice(format!("id: {id}\n").as_bytes());
+    }
+    out.extend_from_slice(b"event: message\ndata: ");
+    out.extend_from_slice(message);
+    out.extend_from_slice(b"\n\n");
+    Bytes::from(out)
+}
+
+struct HttpSession {
+    session: Arc<Session>,
+    out: Arc<HttpOutbound>,
+}
+
+/// The HTTP side of the gateway.
+pub struct HttpGateway {
+    hub: Arc<Hub>,
+    opts: HttpOptions,
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    counter: AtomicU64,
+}
+
+impl HttpGateway {
+    pub fn new(hub: Arc<Hub>, opts: HttpOptions) -> Arc<HttpGateway> {
+        Arc::new(HttpGateway {
+            hub,
+            opts,
+            sessions: Mutex::new(HashMap::new()),
+            counter: AtomicU64::new(0),
+        })
+    }
+
+    /// Accepts connections on `listener` until `shutdown` resolves.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        shutdown: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(shutdown);
+        loop {
+            let (stream, _) = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok(s) => s,
+                    Err(_) => continue,
+                },
+                _ = &mut shutdown => break,
+            };
+            let _ = stream.set_nodelay(true);
+            let this = self.clone();
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(move |req| {
+                    let this = this.clone();
+                    async move { Ok::<_, Infallible>(this.route(req).await) }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .keep_alive(true)
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+        let sessions: Vec<Arc<HttpSession>> = self
+            .sessions
+            .lock()
+            .unwrap()
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        for s in sessions {
+            self.hub.close_session(s.session.id());
+        }
+    }
+
+    async fn route(&self, req: Request<Incoming>) -> Response<McpBody> {
+        if let Some(denied) = self.check_security(&req) {
+            return denied;
+        }
+        let path = req.uri().path();
+        if path != "/mcp" && path != "/mcp/" {
+            return full(
+                StatusCode::NOT_FOUND,
+                "text/plain",
+                "not found: the MCP endpoint is /mcp\n",
+            );
+        }
+        match *req.method() {
+            Method::POST => self.post(req).await,
+            Method::GET => self.get(req),
+            Method::DELETE => self.delete(req),
+            _ => {
+                let mut r = full(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    "text/plain",
+                    "use POST, GET or DELETE\n",
+                );
+                r.headers_mut()
+                    .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+                r
+            }
+        }
+    }
+
+    /// DNS-rebinding and token checks; `Some` is the refusal.
+    fn check_security(&self, req: &Request<Incoming>) -> Option<Response<McpBody>> {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !self.host_allowed(host) {
+            return Some(rpc_error(
+                StatusCode::FORBIDDEN,
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "Host {host:?} is not allowed: this endpoint answers only to loopback names"
+                ),
+            ));
+        }
+        if let Some(origin) = req
+            .headers()
+            .get(header::ORIGIN)
+            .and_then(|h| h.to_str().ok())
+            && !origin_allowed(origin)
+        {
+            return Some(rpc_error(
+                StatusCode::FORBIDDEN,
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "Origin {origin:?} is not allowed: only loopback origins may call this endpoint"
+                ),
+            ));
+        }
+        if let Some(token) = &self.opts.token {
+            let given = req
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.strip_prefix("Bearer "))
+                .map(str::trim);
+            if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+                let mut r = rpc_error(
+                    StatusCode::UNAUTHORIZED,
+                    jsonrpc::INVALID_REQUEST,
+                    "missing or wrong bearer token: send `Authorization: Bearer <token>` \
+                     (the token is in .corral/token; `corral up` prints it)",
+                );
+                r.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    fn host_allowed(&self, host: &str) -> bool {
+        let name = match host.rsplit_once(':') {
+            Some((n, port)) if port.chars().all(|c| c.is_ascii_digit()) && !n.ends_with(':') => n,
+            _ => host,
+        };
+        let name = name.trim_start_matches('[').trim_end_matches(']');
+        let bound = self.opts.local_addr.ip();
+        matches!(name, "localhost" | "127.0.0.1" | "::1")
+            || (!bound.is_unspecified() && name == bound.to_string())
+    }
+
+    // The error is the response to send: built once, returned once, not worth a box.
+    #[allow(clippy::result_large_err)]
+    fn session_for(
+        &self,
+        headers: &hyper::HeaderMap,
+    ) -> Result<Arc<HttpSession>, Response<McpBody>> {
+        let Some(id) = headers.get("mcp-session-id").and_then(|h| h.to_str().ok()) else {
+            return Err(rpc_error(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                "missing Mcp-Session-Id header: send initialize first and echo its Mcp-Session-Id",
+            ));
+        };
+        self.sessions
+            .lock()
+            .unwrap()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| {
+                rpc_error(
+                    StatusCode::NOT_FOUND,
+                    jsonrpc::INVALID_REQUEST,
+                    "unknown or expired session: initialize a new one",
+                )
+            })
+    }
+
+    async fn post(&self, req: Request<Incoming>) -> Response<McpBody> {
+        let accepts_sse = req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|a| a.contains("text/event-stream") || a.contains("*/*"));
+        if let Some(v) = req
+            .headers()
+            .get("mcp-protocol-version")
+            .and_then(|h| h.to_str().ok())
+            && !PROTOCOL_VERSIONS.contains(&v)
+        {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "unsupported MCP-Protocol-Version {v:?}; supported: {}",
+                    PROTOCOL_VERSIONS.join(", ")
+                ),
+            );
+        }
+        let session_header = req.headers().get("mcp-session-id").is_some();
+        let (parts, body) = req.into_parts();
+        let body = match Limited::new(body, MAX_BODY).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => {
+                return rpc_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    jsonrpc::INVALID_REQUEST,
+                    "request body too large or unreadable",
+                );
+            }
+        };
+        let Some(env) = Envelope::parse(&body) else {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::PARSE_ERROR,
+                "body is not one JSON-RPC message (batches are not supported)",
+            );
+        };
+        let is_initialize = env.method.as_deref() == Some("initialize");
+        let is_request = env.is_request();
+        let request_key = env.id.map(|id| id.get().to_owned());
+        drop(env);
+
+        let hs = if is_initialize {
+            if session_header {
+                // Re-initializing inside a session is not allowed; a new session is made
+                // by omitting the header.
+                return rpc_error(
+                    StatusCode::BAD_REQUEST,
+                    jsonrpc::INVALID_REQUEST,
+                    "initialize must not carry Mcp-Session-Id",
+                );
+            }
+            self.new_session()
+        } else {
+            match self.session_for(&parts.headers) {
+                Ok(s) => s,
+                Err(r) => return r,
+            }
+        };
+
+        if !is_request {
+            hs.session.receive(body.to_vec(), Box::new(|_| {}));
+            let mut r = full(StatusCode::ACCEPTED, "application/json", Bytes::new());
+            r.headers_mut().remove(header::CONTENT_TYPE);
+            return r;
+        }
+
+        let key = request_key.expect("a request has an id");
+        let (related_tx, mut related_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        if accepts_sse {
+            hs.out
+                .streams
+                .lock()
+                .unwrap()
+                .per_request
+                .insert(key.clone(), related_tx);
+        }
+        let (reply_tx, mut reply_rx) = oneshot::channel::<Option<Vec<u8>>>();
+        hs.session.receive(
+            body.to_vec(),
+            Box::new(move |r| {
+                let _ = reply_tx.send(r);
+            }),
+        );
+
+        // Whichever comes first decides the response type.
+        let first_related = tokio::select! {
+            biased;
+            reply = &mut reply_rx => {
+                hs.out.streams.lock().unwrap().per_request.remove(&key);
+                return self.json_reply(&hs, is_initialize, reply.ok().flatten());
+            }
+            m = related_rx.recv(), if accepts_sse => m,
+        };
+        // Something related came first: stream it, then the rest, then the response.
+        let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+        if let Some(m) = first_related {
+            let _ = tx.send(sse_event(&m, None));
+        }
+        let out = hs.out.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    m = related_rx.recv() => match m {
+                        Some(m) => { let _ = tx.send(sse_event(&m, None)); }
+                        None => break,
+                    },
+                    reply = &mut reply_rx => {
+                        while let Ok(m) = related_rx.try_recv() {
+                            let _ = tx.send(sse_event(&m, None));
+                        }
+                        if let Ok(Some(r)) = reply {
+                            let _ = tx.send(sse_event(&r, None));
+                        }
+                        break;
+                    }
+                }
+            }
+            out.streams.lock().unwrap().per_request.remove(&key);
+        });
+        let mut r = Response::new(McpBody::Stream(rx));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        if is_initialize {
+            self.add_session_header(&mut r, &hs);
+        }
+        r
+    }
+
+    fn json_reply(
+        &self,
+        hs: &Arc<HttpSession>,
+        is_initialize: bool,
+        reply: Option<Vec<u8>>,
+    ) -> Response<McpBody> {
+        let mut r = match reply {
+            Some(body) => full(StatusCode::OK, "application/json", body),
+            // Cancelled: nothing to say.
+            None => full(StatusCode::ACCEPTED, "application/json", Bytes::new()),
+        };
+        if is_initialize {
+            self.add_session_header(&mut r, hs);
+        }
+        r
+    }
+
+    fn add_session_header(&self, r: &mut Response<McpBody>, hs: &Arc<HttpSession>) {
+        let id = self
+            .sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(_, s)| Arc::ptr_eq(s, hs))
+            .map(|(k, _)| k.clone());
+        if let Some(id) = id {
+            r.headers_mut().insert(
+                "mcp-session-id",
+                HeaderValue::from_str(&id).expect("hex id"),
+            );
+        }
+    }
+
+    fn new_session(&self) -> Arc<HttpSession> {
+        let out = Arc::new(HttpOutbound {
+            streams: Mutex::new(Streams::default()),
+        });
+        let session = self.hub.open_session(out.clone());
+        let hs = Arc::new(HttpSession { session, out });
+        let id = session_id(self.counter.fetch_add(1, Ordering::Relaxed));
+        self.sessions.lock().unwrap().insert(id, hs.clone());
+        hs
+    }
+
+    fn get(&self, req: Request<Incoming>) -> Response<McpBody> {
+        let accepts_sse = req
+            .headers()
+            .get(header::ACCEPT)
+            .and_then(|h| h.to_str().ok())
+            .is_some_and(|a| a.contains("text/event-stream"));
+        if !accepts_sse {
+            return rpc_error(
+                StatusCode::NOT_ACCEPTABLE,
+                jsonrpc::INVALID_REQUEST,
+                "GET /mcp opens an event stream: send Accept: text/event-stream",
+            );
+        }
+        let hs = match self.session_for(req.headers()) {
+            Ok(s) => s,
+            Err(r) => return r,
+        };
+        let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+        {
+            let mut s = hs.out.streams.lock().unwrap();
+            // A comment first, so the client sees the stream open at once.
+            let _ = tx.send(Bytes::from_static(b": corral event stream\n\n"));
+            while let Some(m) = s.backlog.pop_front() {
+                s.next_event += 1;
+                let _ = tx.send(sse_event(&m, Some(s.next_event)));
+            }
+            s.general = Some(tx);
+        }
+        let mut r = Response::new(McpBody::Stream(rx));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        r
+    }
+
+    fn delete(&self, req: Request<Incoming>) -> Response<McpBody> {
+        let Some(id) = req
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|h| h.to_str().ok())
+        else {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                jsonrpc::INVALID_REQUEST,
+                "missing Mcp-Session-Id header",
+            );
+        };
+        match self.sessions.lock().unwrap().remove(id) {
+            Some(hs) => {
+                self.hub.close_session(hs.session.id());
+                full(StatusCode::OK, "application/json", Bytes::new())
+            }
+            None => rpc_error(
+                StatusCode::NOT_FOUND,
+                jsonrpc::INVALID_REQUEST,
+                "unknown session",
+            ),
+        }
+    }
+
+    /// Open HTTP sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.lock().unwrap().len()
+    }
+}
+
+/// A loopback origin: `http(s)://localhost|127.0.0.1|[::1][:port]`.
+fn origin_allowed(origin: &str) -> bool {
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = if let Some(v6) = rest.strip_prefix('[') {
+        v6.split(']').next().unwrap_or("")
+    } else {
+        rest.split(':').next().unwrap_or("")
+    };
+    matches!(host, "localhost" | "127.0.0.1" | "::1")
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// An unguessable session id: 128 random bits (from the OS) plus a counter, hex.
+fn session_id(n: u64) -> String {
+    let mut bytes = [0u8; 16];
+    random_bytes(&mut bytes);
+    let mut s = String::with_capacity(48);
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s.push_str(&format!("{n:x}"));
+    s
+}
+
+/// Fills `buf` from `/dev/urandom`.
+pub fn random_bytes(buf: &mut [u8]) {
+    use std::io::Read;
+    let mut f = std::fs::File::open("/dev/urandom").expect("open /dev/urandom");
+    f.read_exact(buf).expect("read /dev/urandom");
+}
+
+/// A new random bearer token (256 bits, hex).
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    random_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        assert!(origin_allowed("http://localhost:3000"));
+        assert!(origin_allowed("https://127.0.0.1"));
+        assert!(origin_allowed("http://[::1]:8080"));
+        assert!(!origin_allowed("http://evil.example"));
+        assert!(!origin_allowed("http://localhost.evil.example"));
+        assert!(!origin_allowed("null"));
+    }
+
+    #[test]
+    fn tokens_are_random_hex() {
+        let a = new_token();
+        assert_eq!(a.len(), 64);
+        assert_ne!(a, new_token());
+        assert!(constant_time_eq(a.as_bytes(), a.clone().as_bytes()));
+        assert!(!constant_time_eq(b"abc", b"abd"));
+    }
+}
