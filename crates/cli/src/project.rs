@@ -85,12 +85,14 @@ impl Standalone {
         bus: EventBus,
         console: Option<Console>,
         requests: tokio::sync::mpsc::UnboundedSender<corral_supervisor::IncomingRequest>,
+        hook: corral_supervisor::NotificationHook,
     ) -> Standalone {
         let deadline = shutdown_deadline(&servers);
         let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
         opts.console = console;
         opts.guard = start_guard();
         opts.requests = Some(requests);
+        opts.on_notification = Some(hook);
         Standalone {
             supervisor: Supervisor::start(servers, &opts),
             deadline,

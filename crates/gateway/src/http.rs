@@ -34,6 +34,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
@@ -158,7 +159,12 @@ fn sse_event(message: &[u8], id: Option<u64>) -> Bytes {
 struct HttpSession {
     session: Arc<Session>,
     out: Arc<HttpOutbound>,
+    /// Last request, for expiring sessions whose client vanished without DELETE.
+    last_used: Mutex<Instant>,
 }
+
+/// A session unused this long, with no stream open, is forgotten.
+const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
 /// The HTTP side of the gateway.
 pub struct HttpGateway {
@@ -185,12 +191,17 @@ impl HttpGateway {
         shutdown: impl std::future::Future<Output = ()>,
     ) {
         tokio::pin!(shutdown);
+        let mut sweep = tokio::time::interval(Duration::from_secs(60));
         loop {
             let (stream, _) = tokio::select! {
                 r = listener.accept() => match r {
                     Ok(s) => s,
                     Err(_) => continue,
                 },
+                _ = sweep.tick() => {
+                    self.expire_idle(SESSION_IDLE);
+                    continue;
+                }
                 _ = &mut shutdown => break,
             };
             let _ = stream.set_nodelay(true);
@@ -323,18 +334,17 @@ impl HttpGateway {
                 "missing Mcp-Session-Id header: send initialize first and echo its Mcp-Session-Id",
             ));
         };
-        self.sessions
-            .lock()
-            .unwrap()
-            .get(id)
-            .cloned()
-            .ok_or_else(|| {
-                rpc_error(
-                    StatusCode::NOT_FOUND,
-                    jsonrpc::INVALID_REQUEST,
-                    "unknown or expired session: initialize a new one",
-                )
-            })
+        let found = self.sessions.lock().unwrap().get(id).cloned();
+        if let Some(hs) = &found {
+            *hs.last_used.lock().unwrap() = Instant::now();
+        }
+        found.ok_or_else(|| {
+            rpc_error(
+                StatusCode::NOT_FOUND,
+                jsonrpc::INVALID_REQUEST,
+                "unknown or expired session: initialize a new one",
+            )
+        })
     }
 
     async fn post(&self, req: Request<Incoming>) -> Response<McpBody> {
@@ -428,11 +438,24 @@ impl HttpGateway {
         // Whichever comes first decides the response type.
         let first_related = tokio::select! {
             biased;
+            m = related_rx.recv(), if accepts_sse => m,
             reply = &mut reply_rx => {
                 hs.out.streams.lock().unwrap().per_request.remove(&key);
-                return self.json_reply(&hs, is_initialize, reply.ok().flatten());
+                let reply = reply.ok().flatten();
+                // Related messages routed just before the reply still go first.
+                let mut queued = Vec::new();
+                while let Ok(m) = related_rx.try_recv() {
+                    queued.push(m);
+                }
+                if queued.is_empty() {
+                    return self.json_reply(&hs, is_initialize, reply);
+                }
+                let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
+                for m in queued.iter().chain(reply.as_ref()) {
+                    let _ = tx.send(sse_event(m, None));
+                }
+                return self.sse_reply(&hs, is_initialize, rx);
             }
-            m = related_rx.recv(), if accepts_sse => m,
         };
         // Something related came first: stream it, then the rest, then the response.
         let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
@@ -461,6 +484,15 @@ impl HttpGateway {
             }
             out.streams.lock().unwrap().per_request.remove(&key);
         });
+        self.sse_reply(&hs, is_initialize, rx)
+    }
+
+    fn sse_reply(
+        &self,
+        hs: &Arc<HttpSession>,
+        is_initialize: bool,
+        rx: mpsc::UnboundedReceiver<Bytes>,
+    ) -> Response<McpBody> {
         let mut r = Response::new(McpBody::Stream(rx));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
@@ -469,7 +501,7 @@ impl HttpGateway {
         r.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
         if is_initialize {
-            self.add_session_header(&mut r, &hs);
+            self.add_session_header(&mut r, hs);
         }
         r
     }
@@ -512,7 +544,11 @@ impl HttpGateway {
             streams: Mutex::new(Streams::default()),
         });
         let session = self.hub.open_session(out.clone());
-        let hs = Arc::new(HttpSession { session, out });
+        let hs = Arc::new(HttpSession {
+            session,
+            out,
+            last_used: Mutex::new(Instant::now()),
+        });
         let id = session_id(self.counter.fetch_add(1, Ordering::Relaxed));
         self.sessions.lock().unwrap().insert(id, hs.clone());
         hs
@@ -578,6 +614,28 @@ impl HttpGateway {
                 jsonrpc::INVALID_REQUEST,
                 "unknown session",
             ),
+        }
+    }
+
+    /// Forgets sessions idle for `idle` with no stream open (clients that went away
+    /// without DELETE), so their state does not pile up.
+    fn expire_idle(&self, idle: Duration) {
+        let expired: Vec<Arc<HttpSession>> = {
+            let mut sessions = self.sessions.lock().unwrap();
+            let ids: Vec<String> = sessions
+                .iter()
+                .filter(|(_, hs)| {
+                    let streams = hs.out.streams.lock().unwrap();
+                    let streaming = streams.general.as_ref().is_some_and(|g| !g.is_closed())
+                        || !streams.per_request.is_empty();
+                    !streaming && hs.last_used.lock().unwrap().elapsed() > idle
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
+            ids.iter().filter_map(|k| sessions.remove(k)).collect()
+        };
+        for hs in expired {
+            self.hub.close_session(hs.session.id());
         }
     }
 

@@ -8,7 +8,9 @@ use crate::session::{Session, SessionShared};
 use corral_config::ToolPrefix;
 use corral_events::{Event, EventBus};
 use corral_supervisor::rpc::Responder;
-use corral_supervisor::{IncomingRequest, Notification, ServerHandle, ServerState};
+use corral_supervisor::{
+    IncomingRequest, Notification, NotificationHook, ServerHandle, ServerState,
+};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -65,13 +67,18 @@ pub struct Hub {
 }
 
 impl Hub {
-    /// Starts the gateway over `servers`: watches their events and notifications, and
-    /// takes their server→client requests from `requests`.
+    /// Starts the gateway over `servers`: watches their events, takes their
+    /// server→client requests from `requests`, and their notifications through `hook`
+    /// (the supervisor's [`NotificationHook`], which runs in order with responses, so a
+    /// progress notification reaches the agent before the result it precedes); without a
+    /// hook, notifications are read from each server's broadcast, in no particular order
+    /// relative to responses.
     pub fn start(
         servers: BTreeMap<String, ServerHandle>,
         opts: GatewayOptions,
         bus: EventBus,
         requests: Option<mpsc::UnboundedReceiver<IncomingRequest>>,
+        hook: Option<NotificationHook>,
     ) -> Arc<Hub> {
         let events = bus.subscribe();
         let catalog = Catalog::build(servers.values(), opts.tool_prefix, opts.builtin_tools);
@@ -90,12 +97,23 @@ impl Hub {
             prompt_routes: Mutex::new(HashMap::new()),
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
-        for handle in hub.servers.values() {
-            tokio::spawn(pump_notifications(
-                Arc::downgrade(&hub),
-                handle.name().to_owned(),
-                handle.notifications(),
-            ));
+        let weak = Arc::downgrade(&hub);
+        let installed = hook.is_some_and(|h| {
+            h.set(Box::new(move |server: &str, note: &Notification| {
+                if let Some(hub) = weak.upgrade() {
+                    hub.server_notification(server, note.clone());
+                }
+            }))
+            .is_ok()
+        });
+        if !installed {
+            for handle in hub.servers.values() {
+                tokio::spawn(pump_notifications(
+                    Arc::downgrade(&hub),
+                    handle.name().to_owned(),
+                    handle.notifications(),
+                ));
+            }
         }
         if let Some(rx) = requests {
             tokio::spawn(pump_requests(Arc::downgrade(&hub), rx));

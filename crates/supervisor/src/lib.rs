@@ -49,7 +49,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// Where and how servers report.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SupervisorOptions {
     /// Receives every event.
     pub bus: EventBus,
@@ -64,7 +64,16 @@ pub struct SupervisorOptions {
     /// Receives the servers' requests to the client (sampling, elicitation …); `None`
     /// answers them "method not found" and declares no such client capability.
     pub requests: Option<tokio::sync::mpsc::UnboundedSender<IncomingRequest>>,
+    /// Called for every notification of every server, on the reader task, before any
+    /// later message of that server is processed: so a progress notification is routed
+    /// before the response that follows it. Set once, after start (the gateway is built
+    /// on the handles).
+    pub on_notification: Option<NotificationHook>,
 }
+
+/// A notification callback, installable after the supervisor started.
+pub type NotificationHook =
+    std::sync::Arc<std::sync::OnceLock<Box<dyn Fn(&str, &Notification) + Send + Sync>>>;
 
 /// A server→client request, tagged with the server it came from.
 #[derive(Debug)]
@@ -83,6 +92,7 @@ impl SupervisorOptions {
             console: None,
             guard: None,
             requests: None,
+            on_notification: None,
         }
     }
 }

@@ -167,6 +167,7 @@ struct Shared {
     console: Option<Console>,
     guard: Option<Arc<crate::guard::Guard>>,
     requests: Option<mpsc::UnboundedSender<crate::IncomingRequest>>,
+    hook: Option<crate::NotificationHook>,
     /// The `initialize` result of the current (or last) ready instance.
     init: RwLock<Option<Arc<Value>>>,
 }
@@ -261,6 +262,7 @@ impl ServerHandle {
             console,
             guard: opts.guard.clone(),
             requests: opts.requests.clone(),
+            hook: opts.on_notification.clone(),
             init: RwLock::new(None),
         });
         let (tx, rx) = mpsc::unbounded_channel();
@@ -504,6 +506,10 @@ impl StdoutSink for InstanceSink {
     }
 
     fn notification(&self, note: Notification) {
+        let hook = self.shared.hook.as_ref().and_then(|h| h.get());
+        if let Some(hook) = hook {
+            hook(&self.shared.name, &note);
+        }
         let _ = self.notes.send(note);
     }
 

@@ -17,12 +17,14 @@ pub async fn run(config: Option<&Path>, _standalone: bool) -> CmdResult {
     let bus = EventBus::default();
     let mut events = bus.subscribe();
     let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
+    let hook = corral_supervisor::NotificationHook::default();
     let run = Standalone::start_with_requests(
         &cfg,
         servers,
         bus.clone(),
         Some(corral_supervisor::Console::stderr()),
         req_tx,
+        hook.clone(),
     );
     tokio::spawn(async move {
         loop {
@@ -44,7 +46,7 @@ pub async fn run(config: Option<&Path>, _standalone: bool) -> CmdResult {
         tool_prefix: cfg.gateway.tool_prefix,
         builtin_tools: cfg.gateway.builtin_tools,
     };
-    let hub = Hub::start(handles, opts, bus, Some(req_rx));
+    let hub = Hub::start(handles, opts, bus, Some(req_rx), Some(hook));
     tokio::select! {
         _ = corral_gateway::stdio::serve(hub, tokio::io::stdin(), tokio::io::stdout()) => {}
         _ = project::interrupted() => {}

@@ -37,8 +37,16 @@ pub async fn run(config: Option<&Path>) -> CmdResult {
     let bus = EventBus::default();
     let mut events = bus.subscribe();
     let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
+    let hook = corral_supervisor::NotificationHook::default();
     let console = corral_supervisor::Console::stderr();
-    let run = Standalone::start_with_requests(&cfg, servers, bus.clone(), Some(console), req_tx);
+    let run = Standalone::start_with_requests(
+        &cfg,
+        servers,
+        bus.clone(),
+        Some(console),
+        req_tx,
+        hook.clone(),
+    );
     let color = std::io::stderr().is_terminal();
     tokio::spawn(async move {
         loop {
@@ -64,6 +72,7 @@ pub async fn run(config: Option<&Path>) -> CmdResult {
         },
         bus,
         Some(req_rx),
+        Some(hook),
     );
     let http = HttpGateway::new(
         hub,
