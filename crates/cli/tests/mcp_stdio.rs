@@ -280,3 +280,77 @@ fn garbage_and_unknown_methods_get_errors_and_the_session_survives() {
         "alive"
     );
 }
+
+#[test]
+fn resources_prompts_and_completion_are_aggregated_and_routed() {
+    let p = Project::new(
+        r#"
+[servers.one]
+command = "{fixture}"
+args = ["--conformance"]
+[servers.two]
+command = "{fixture}"
+args = ["--conformance"]
+"#,
+    );
+    let mut c = McpClient::start(&p);
+    let prompts = c.request("prompts/list", json!({}));
+    let names: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"one__test_simple_prompt") && names.contains(&"two__test_simple_prompt"),
+        "{names:?}"
+    );
+    let got = c.request(
+        "prompts/get",
+        json!({"name": "two__test_prompt_with_arguments", "arguments": {"arg1": "a", "arg2": "b"}}),
+    );
+    assert!(got.get("error").is_none(), "{got}");
+    assert!(
+        got["result"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains('a'),
+        "{got}"
+    );
+
+    let resources = c.request("resources/list", json!({}));
+    let uris: Vec<&str> = resources["result"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap())
+        .collect();
+    assert!(uris.contains(&"test://static-text"), "{uris:?}");
+    let read = c.request("resources/read", json!({"uri": "test://static-text"}));
+    assert!(read["result"]["contents"][0]["text"].is_string(), "{read}");
+    // A template URI is routed by its prefix.
+    let t = c.request("resources/read", json!({"uri": "test://template/42/data"}));
+    assert!(t.get("error").is_none(), "{t}");
+    let missing = c.request("resources/read", json!({"uri": "nope://x"}));
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+
+    let comp = c.request(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "one__test_prompt_with_arguments"},
+               "argument": {"name": "arg1", "value": ""}}),
+    );
+    assert!(comp["result"]["completion"]["values"].is_array(), "{comp}");
+}
+
+#[test]
+fn builtin_tools_can_be_turned_off() {
+    let p =
+        Project::new("[gateway]\nbuiltin_tools = false\n[servers.fx]\ncommand = \"{fixture}\"\n");
+    let mut c = McpClient::start(&p);
+    let names = c.tool_names();
+    assert!(names.contains(&"fx__echo".to_owned()));
+    assert!(
+        !names.iter().any(|n| n.starts_with("corral__")),
+        "{names:?}"
+    );
+}
