@@ -30,13 +30,33 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the project daemon: servers, HTTP endpoint, control socket (foreground: live
+    /// console; -d: detached, logs to .corral/).
+    Up {
+        /// Detach: start the daemon in the background and return.
+        #[arg(short, long)]
+        detach: bool,
+    },
+    /// Stop the daemon: every server stopped gracefully.
+    Down,
+    /// Stdio MCP endpoint for agents: a bridge to the project daemon (started if needed).
+    Mcp {
+        /// Run the servers in this process instead (no daemon).
+        #[arg(long)]
+        standalone: bool,
+    },
+    /// Servers: state, pid, uptime, restarts, tools, last error.
+    Ps {
+        #[arg(long)]
+        json: bool,
+    },
     /// The aggregated tool list (namespaced names).
     Tools {
         /// Only this server's tools.
         server: Option<String>,
         #[arg(long)]
         json: bool,
-        /// Run the servers in-process (the only mode of this version).
+        /// Run the servers in-process even when a daemon runs.
         #[arg(long)]
         standalone: bool,
     },
@@ -49,29 +69,62 @@ pub enum Command {
         arguments: String,
         #[arg(long)]
         json: bool,
+        /// Run the server in-process even when a daemon runs.
         #[arg(long)]
         standalone: bool,
     },
-    /// The event stream.
+    /// The stderr log of a server.
+    Logs {
+        name: String,
+        /// Keep printing new lines.
+        #[arg(short, long)]
+        follow: bool,
+        /// Lines of history.
+        #[arg(short = 'n', long = "lines", default_value_t = 50)]
+        lines: usize,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Restart a server (graceful stop, then start).
+    Restart {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Stop a server.
+    Stop {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a stopped, failed or given-up server.
+    Start {
+        name: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The event stream (from the daemon's journal).
     Events {
         /// Keep running and print events as they happen.
         #[arg(short, long)]
         follow: bool,
         #[arg(long)]
         json: bool,
-        /// Run the servers in-process and show their events.
+        /// Events of history to show first.
+        #[arg(short = 'n', long = "lines", default_value_t = 50)]
+        lines: usize,
+        /// Run the servers in-process (no daemon) and show their events.
         #[arg(long)]
         standalone: bool,
     },
-    /// Run the servers behind the Streamable HTTP endpoint (foreground, live console).
-    Up,
-    /// Stdio MCP endpoint for agents: every server's tools, resources and prompts.
-    Mcp {
-        /// Run the servers in this process (no daemon). This version has no daemon
-        /// yet, so this is also what `corral mcp` does.
+    /// Everything broken, deduplicated and ranked.
+    Errors {
         #[arg(long)]
-        standalone: bool,
+        json: bool,
     },
+    /// Internal: the detached daemon (`corral up -d` starts it).
+    #[command(name = "__daemon", hide = true)]
+    Daemon,
     /// Internal: the watchdog that kills the servers' process groups if corral dies.
     #[command(name = "__guard", hide = true)]
     Guard,

@@ -38,7 +38,7 @@ pub type CmdResult = Result<(), Failure>;
 /// Parses the arguments, runs the command, and maps failures to exit codes.
 pub fn run() -> ExitCode {
     let cli = <args::Cli as clap::Parser>::parse();
-    if let args::Command::Guard = cli.command {
+    if matches!(cli.command, args::Command::Guard) {
         corral_supervisor::guard::run_guard();
         return ExitCode::SUCCESS;
     }

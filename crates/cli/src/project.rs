@@ -130,3 +130,30 @@ pub async fn interrupted() {
         _ = int.recv() => {}
     }
 }
+
+/// The daemon files of this project.
+pub fn paths(config: &Config) -> corral_daemon::Paths {
+    corral_daemon::Paths::new(&config.path, &config.state_dir)
+}
+
+/// A daemon control request; `NotRunning` and friends become exit-1 failures.
+pub async fn daemon_request(
+    config: &Config,
+    req: &corral_daemon::Request,
+) -> Result<serde_json::Value, Failure> {
+    let reply = corral_daemon::client::request(&paths(config), req)
+        .await
+        .map_err(|e| Failure::Op(e.to_string()))?;
+    if reply.ok {
+        Ok(reply.data)
+    } else {
+        Err(Failure::Op(
+            reply.error.unwrap_or_else(|| "the daemon refused".into()),
+        ))
+    }
+}
+
+/// Whether a daemon answers on this project's socket.
+pub async fn daemon_running(config: &Config) -> bool {
+    corral_daemon::client::connect(&paths(config)).await.is_ok()
+}

@@ -181,8 +181,8 @@ fn logs(h: &ServerHandle, args: &Value) -> String {
     jsonrpc::tool_text_result(&text, None)
 }
 
-/// The last [`LOG_WINDOW`] bytes of a log file, starting at a line boundary.
-fn tail_of_file(path: &Path) -> Option<String> {
+/// The last 4 MiB of a log file, starting at a line boundary.
+pub fn tail_of_file(path: &Path) -> Option<String> {
     let mut f = std::fs::File::open(path).ok()?;
     let len = f.metadata().ok()?.len();
     let start = len.saturating_sub(LOG_WINDOW);

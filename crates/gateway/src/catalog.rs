@@ -113,3 +113,27 @@ impl Catalog {
         }
     }
 }
+
+/// One server's tools for listings (`corral tools`): each tool object as the server sent
+/// it, with `name` set to the exposed name and `server` / `tool` added. Only ready
+/// servers have tools; the `tools.allow` / `tools.deny` filter applies.
+pub fn listing(handle: &ServerHandle, prefix: ToolPrefix) -> Vec<Value> {
+    let filter = &handle.config().tools;
+    handle
+        .tools()
+        .iter()
+        .filter(|t| filter.permits(&t.name))
+        .map(|t| {
+            let mut v: Value = serde_json::from_str(t.raw.get()).unwrap_or(Value::Null);
+            if let Value::Object(m) = &mut v {
+                m.insert(
+                    "name".into(),
+                    naming::exposed(prefix, handle.name(), &t.name).into(),
+                );
+                m.insert("server".into(), handle.name().into());
+                m.insert("tool".into(), t.name.clone().into());
+            }
+            v
+        })
+        .collect()
+}

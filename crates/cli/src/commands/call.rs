@@ -15,6 +15,7 @@ pub async fn run(
     tool: &str,
     arguments: &str,
     json: bool,
+    standalone: bool,
 ) -> CmdResult {
     let args: Box<RawValue> = match serde_json::from_str::<Box<RawValue>>(arguments) {
         Ok(raw) if raw.get().trim_start().starts_with('{') => raw,
@@ -26,6 +27,15 @@ pub async fn run(
     };
     let cfg = project::load(config)?;
     let servers = project::select(&cfg, Some(server))?;
+    if !standalone && project::daemon_running(&cfg).await {
+        let req = corral_daemon::Request::Call {
+            server: server.to_owned(),
+            tool: tool.to_owned(),
+            arguments: serde_json::from_str(args.get()).unwrap_or(Value::Null),
+        };
+        let result = project::daemon_request(&cfg, &req).await?;
+        return print_result(server, tool, &result.to_string(), json);
+    }
     let run = Standalone::start(&cfg, servers, EventBus::default(), None);
     let handle = run
         .supervisor

@@ -1,32 +1,72 @@
-//! `corral events`: the event stream. Without a daemon (issue 3) only `--standalone -f`
-//! is available: it runs the servers in-process and prints their events until Ctrl-C.
+//! `corral events [-f] [-n N] [--json]`: the daemon's event journal (and live events);
+//! `--standalone -f` runs the servers in-process and shows their events until Ctrl-C.
 
 use crate::project::{self, Standalone};
 use crate::{CmdResult, Failure, output};
-use corral_events::EventBus;
+use corral_daemon::Request;
+use corral_events::{Event, EventBus};
 use std::path::Path;
+use tokio::io::AsyncBufReadExt;
 use tokio::sync::broadcast::error::RecvError;
 
-pub async fn run(config: Option<&Path>, follow: bool, json: bool, standalone: bool) -> CmdResult {
-    if !standalone || !follow {
-        return Err(Failure::Usage(
-            "this version of corral has no daemon yet: use `corral events --standalone -f` to run the servers and watch their events".into(),
-        ));
-    }
+pub async fn run(
+    config: Option<&Path>,
+    follow: bool,
+    json: bool,
+    lines: usize,
+    standalone: bool,
+) -> CmdResult {
     let cfg = project::load(config)?;
-    let servers = project::select(&cfg, None)?;
-    let bus = EventBus::default();
-    let mut rx = bus.subscribe();
-    let console = Some(corral_supervisor::Console::stderr());
-    let run = Standalone::start(&cfg, servers, bus, console);
     let color = output::color_stdout();
-    let show = |ev: corral_events::Event| {
+    let show = |ev: Event| {
         if json {
             println!("{}", ev.to_json_line());
         } else {
             println!("{}", output::render_event(&ev, color));
         }
     };
+    if !standalone {
+        let p = project::paths(&cfg);
+        let stream = match corral_daemon::client::open(&p, &Request::Events { lines, follow }).await
+        {
+            Ok(s) => s,
+            Err(_) if !follow => {
+                // No daemon: the journal of the last one is still on disk.
+                for ev in corral_daemon::journal::tail(&p.journal, lines) {
+                    show(ev);
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                return Err(Failure::Op(format!(
+                    "{e}; or use `corral events --standalone -f` to run the servers here"
+                )));
+            }
+        };
+        let mut reader = tokio::io::BufReader::new(stream).lines();
+        let work = async {
+            while let Ok(Some(line)) = reader.next_line().await {
+                if let Ok(ev) = serde_json::from_str::<Event>(&line) {
+                    show(ev);
+                }
+            }
+        };
+        tokio::select! {
+            _ = work => {}
+            _ = project::interrupted() => {}
+        }
+        return Ok(());
+    }
+    if !follow {
+        return Err(Failure::Usage(
+            "`--standalone` needs `-f`: it runs the servers until Ctrl-C".into(),
+        ));
+    }
+    let servers = project::select(&cfg, None)?;
+    let bus = EventBus::default();
+    let mut rx = bus.subscribe();
+    let console = Some(corral_supervisor::Console::stderr());
+    let run = Standalone::start(&cfg, servers, bus, console);
     // On Ctrl-C / SIGTERM the servers are stopped while events keep printing, so the
     // stream ends with their `server.stopped` events.
     let stop = async {

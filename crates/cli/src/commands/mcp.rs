@@ -1,17 +1,74 @@
 //! `corral mcp`: the stdio MCP endpoint an agent's config launches.
 //!
-//! Until the project daemon exists (issue 3), every `corral mcp` runs its servers
-//! in-process (`--standalone`). stdout carries only MCP messages; servers' stderr and
-//! Corral's own events go to stderr, where agents keep MCP server logs.
+//! By default a thin bridge: it connects to the project's daemon (starting it detached
+//! when none runs) and relays bytes both ways, so every agent shares one set of servers.
+//! `--standalone` runs the servers in this process instead. stdout carries only MCP
+//! messages; diagnostics go to stderr, where agents keep MCP server logs.
 
 use crate::project::{self, Standalone};
-use crate::{CmdResult, output};
+use crate::{CmdResult, Failure, output};
+use corral_daemon::Request;
 use corral_events::EventBus;
 use corral_gateway::{GatewayOptions, Hub};
 use std::path::Path;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
 
-pub async fn run(config: Option<&Path>, _standalone: bool) -> CmdResult {
+pub async fn run(config: Option<&Path>, standalone: bool) -> CmdResult {
+    if standalone {
+        standalone_gateway(config).await
+    } else {
+        bridge(config).await
+    }
+}
+
+async fn bridge(config: Option<&Path>) -> CmdResult {
+    let cfg = project::load(config)?;
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::Op(format!("cannot find my own binary: {e}")))?;
+    let paths = project::paths(&cfg);
+    let mut stream = corral_daemon::client::connect_or_start(&paths, &exe, &cfg.path)
+        .await
+        .map_err(|e| Failure::Op(format!("cannot reach the project daemon: {e}")))?;
+    let mut line = serde_json::to_string(&Request::Mcp).expect("serializes");
+    line.push('\n');
+    stream
+        .write_all(line.as_bytes())
+        .await
+        .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
+    let (mut from_daemon, mut to_daemon) = stream.into_split();
+    let mut stdin = tokio::io::stdin();
+    let mut stdout = tokio::io::stdout();
+    let upstream = async {
+        let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
+        // The agent closed our stdin: let the daemon finish what is in flight.
+        let _ = to_daemon.shutdown().await;
+    };
+    let downstream = async {
+        let r = tokio::io::copy(&mut from_daemon, &mut stdout).await;
+        let _ = stdout.flush().await;
+        r
+    };
+    tokio::pin!(upstream);
+    tokio::pin!(downstream);
+    let mut agent_done = false;
+    loop {
+        tokio::select! {
+            _ = &mut upstream, if !agent_done => agent_done = true,
+            _ = &mut downstream => {
+                if agent_done {
+                    return Ok(());
+                }
+                return Err(Failure::Op(format!(
+                    "the project daemon went away (see {}); restart the MCP connection to start a new one",
+                    paths.daemon_log.display()
+                )));
+            }
+        }
+    }
+}
+
+async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
     let cfg = project::load(config)?;
     let servers = project::select(&cfg, None)?;
     let bus = EventBus::default();

@@ -2,6 +2,7 @@
 
 mod call;
 mod check;
+mod ctl;
 mod events;
 mod init;
 mod mcp;
@@ -17,25 +18,39 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init { force } => init::run(force),
         Command::Check { json } => check::run(config, json),
+        Command::Up { detach } => up::run(config, detach).await,
+        Command::Down => up::down(config).await,
+        Command::Daemon => up::daemon(config).await,
+        Command::Mcp { standalone } => mcp::run(config, standalone).await,
+        Command::Ps { json } => ctl::ps(config, json).await,
         Command::Tools {
             server,
             json,
-            standalone: _,
-        } => tools::run(config, server.as_deref(), json).await,
+            standalone,
+        } => tools::run(config, server.as_deref(), json, standalone).await,
         Command::Call {
             server,
             tool,
             arguments,
             json,
-            standalone: _,
-        } => call::run(config, &server, &tool, &arguments, json).await,
+            standalone,
+        } => call::run(config, &server, &tool, &arguments, json, standalone).await,
+        Command::Logs {
+            name,
+            follow,
+            lines,
+            json,
+        } => ctl::logs(config, &name, follow, lines, json).await,
+        Command::Restart { name, json } => ctl::lifecycle(config, "restart", &name, json).await,
+        Command::Stop { name, json } => ctl::lifecycle(config, "stop", &name, json).await,
+        Command::Start { name, json } => ctl::lifecycle(config, "start", &name, json).await,
         Command::Events {
             follow,
             json,
+            lines,
             standalone,
-        } => events::run(config, follow, json, standalone).await,
-        Command::Up => up::run(config).await,
-        Command::Mcp { standalone } => mcp::run(config, standalone).await,
+        } => events::run(config, follow, json, lines, standalone).await,
+        Command::Errors { json } => ctl::errors(config, json).await,
         Command::Guard => unreachable!("handled before the runtime starts"),
     }
 }

@@ -2,15 +2,22 @@
 
 use crate::project::{self, Standalone};
 use crate::{CmdResult, Failure, output};
-use corral_config::ToolPrefix;
 use corral_events::EventBus;
 use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
-pub async fn run(config: Option<&Path>, server: Option<&str>, json: bool) -> CmdResult {
+pub async fn run(
+    config: Option<&Path>,
+    server: Option<&str>,
+    json: bool,
+    standalone: bool,
+) -> CmdResult {
     let cfg = project::load(config)?;
     let servers = project::select(&cfg, server)?;
+    if !standalone && project::daemon_running(&cfg).await {
+        return via_daemon(&cfg, server, json).await;
+    }
     let run = Standalone::start(&cfg, servers, EventBus::default(), None);
     let handles: Vec<_> = run.supervisor.servers().cloned().collect();
     let mut waits = tokio::task::JoinSet::new();
@@ -45,32 +52,11 @@ pub async fn run(config: Option<&Path>, server: Option<&str>, json: bool) -> Cmd
             ));
             continue;
         }
-        for tool in h
-            .tools()
-            .iter()
-            .filter(|t| h.config().tools.permits(&t.name))
-        {
-            let name = match cfg.gateway.tool_prefix {
-                ToolPrefix::Always => format!("{}__{}", h.name(), tool.name),
-                ToolPrefix::Never => tool.name.clone(),
-            };
+        for tool in corral_gateway::catalog::listing(h, cfg.gateway.tool_prefix) {
             if json {
-                let mut v: Value = serde_json::from_str(tool.raw.get()).unwrap_or(Value::Null);
-                if let Value::Object(m) = &mut v {
-                    m.insert("name".into(), name.into());
-                    m.insert("server".into(), h.name().into());
-                    m.insert("tool".into(), tool.name.clone().into());
-                }
-                listing.push(v);
+                listing.push(tool);
             } else {
-                let desc = tool
-                    .description
-                    .as_deref()
-                    .unwrap_or("")
-                    .lines()
-                    .next()
-                    .unwrap_or("");
-                rows.push(vec![name, desc.to_owned()]);
+                rows.push(row(&tool));
             }
         }
     }
@@ -81,6 +67,53 @@ pub async fn run(config: Option<&Path>, server: Option<&str>, json: bool) -> Cmd
     } else {
         print!("{}", output::table(&rows));
     }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::Op(failures.join("\n")))
+    }
+}
+
+fn row(tool: &Value) -> Vec<String> {
+    let desc = tool["description"]
+        .as_str()
+        .unwrap_or("")
+        .lines()
+        .next()
+        .unwrap_or("");
+    vec![
+        tool["name"].as_str().unwrap_or("").to_owned(),
+        desc.to_owned(),
+    ]
+}
+
+async fn via_daemon(cfg: &corral_config::Config, server: Option<&str>, json: bool) -> CmdResult {
+    let data = project::daemon_request(
+        cfg,
+        &corral_daemon::Request::Tools {
+            server: server.map(str::to_owned),
+        },
+    )
+    .await?;
+    let tools = data["tools"].as_array().cloned().unwrap_or_default();
+    if json {
+        println!("{}", Value::Array(tools));
+    } else {
+        let rows: Vec<Vec<String>> = tools.iter().map(row).collect();
+        print!("{}", output::table(&rows));
+    }
+    let failures: Vec<String> = data["failed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            format!(
+                "server '{}' failed to start: {}",
+                f["server"].as_str().unwrap_or(""),
+                f["error"].as_str().unwrap_or("")
+            )
+        })
+        .collect();
     if failures.is_empty() {
         Ok(())
     } else {

@@ -1,126 +1,105 @@
-//! `corral up`: run the project's servers behind the Streamable HTTP gateway, in the
-//! foreground, with a live console of events and `[server:name]` stderr lines.
-//!
-//! The project daemon (control socket, `-d`, `corral down`, bridges) builds on this in
-//! issue 3; today `up` is the foreground server that HTTP clients connect to.
+//! `corral up [-d]`, `corral down`, and the hidden `__daemon` the detached form runs.
 
-use crate::project::{self, Standalone};
+use crate::project::{self, paths};
 use crate::{CmdResult, Failure, output};
-use corral_events::EventBus;
-use corral_gateway::http::{HttpGateway, HttpOptions};
-use corral_gateway::{GatewayOptions, Hub};
+use corral_daemon::{DaemonError, DaemonOptions, Request};
 use std::io::IsTerminal;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
-use tokio::sync::broadcast::error::RecvError;
+use std::time::{Duration, Instant};
 
-pub async fn run(config: Option<&Path>) -> CmdResult {
+/// Foreground daemon with a live console.
+pub async fn run(config: Option<&Path>, detach: bool) -> CmdResult {
     let cfg = project::load(config)?;
-    let token = match cfg.gateway.auth {
-        corral_config::HttpAuth::Token => Some(load_or_create_token(&cfg.state_dir)?),
-        corral_config::HttpAuth::None => None,
-    };
-    let listener = tokio::net::TcpListener::bind(&cfg.gateway.listen)
-        .await
-        .map_err(|e| {
-            Failure::Op(format!(
-                "cannot listen on {} ({e}); change [gateway] listen in {} (port 0 picks a free port)",
-                cfg.gateway.listen,
-                cfg.path.display()
-            ))
-        })?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| Failure::Op(format!("cannot read the bound address: {e}")))?;
+    if detach {
+        return detached(&cfg).await;
+    }
+    serve(cfg).await
+}
 
-    let servers = project::select(&cfg, None)?;
-    let bus = EventBus::default();
-    let mut events = bus.subscribe();
-    let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
-    let hook = corral_supervisor::NotificationHook::default();
-    let console = corral_supervisor::Console::stderr();
-    let run = Standalone::start_with_requests(
-        &cfg,
-        servers,
-        bus.clone(),
-        Some(console),
-        req_tx,
-        hook.clone(),
-    );
+/// The detached daemon itself (`corral -c FILE __daemon`); its output goes to the log.
+pub async fn daemon(config: Option<&Path>) -> CmdResult {
+    serve(project::load(config)?).await
+}
+
+async fn serve(cfg: corral_config::Config) -> CmdResult {
     let color = std::io::stderr().is_terminal();
-    tokio::spawn(async move {
-        loop {
-            match events.recv().await {
-                Ok(ev) => eprintln!("{}", output::render_event(&ev, color)),
-                Err(RecvError::Lagged(n)) => {
-                    eprintln!("corral: {n} events not shown (console too slow)")
-                }
-                Err(RecvError::Closed) => return,
-            }
-        }
-    });
-    let handles = run
-        .supervisor
-        .servers()
-        .map(|h| (h.name().to_owned(), h.clone()))
-        .collect();
-    let hub = Hub::start(
-        handles,
-        GatewayOptions {
-            tool_prefix: cfg.gateway.tool_prefix,
-            builtin_tools: cfg.gateway.builtin_tools,
-        },
-        bus,
-        Some(req_rx),
-        Some(hook),
-    );
-    let http = HttpGateway::new(
-        hub,
-        HttpOptions {
-            token: token.clone(),
-            local_addr: local,
-        },
-    );
-    // The one line scripts read: where the endpoint is.
-    println!("corral: MCP endpoint http://{local}/mcp");
-    match &token {
-        Some(t) => println!(
-            "corral: bearer token {t} (stored in {})",
-            cfg.state_dir.join("token").display()
-        ),
+    let opts = DaemonOptions {
+        console: Some(corral_supervisor::Console::stderr()),
+        on_event: Some(Box::new(move |ev| {
+            eprintln!("{}", output::render_event(ev, color))
+        })),
+        guard_exe: std::env::current_exe().ok(),
+    };
+    corral_daemon::run(cfg, opts, announce, project::interrupted())
+        .await
+        .map_err(|e: DaemonError| Failure::Op(e.to_string()))
+}
+
+fn announce(info: &corral_daemon::DaemonInfo) {
+    // The first line is the one scripts read: where the endpoint is.
+    println!("corral: MCP endpoint {}", info.endpoint);
+    match &info.token {
+        Some(t) => println!("corral: bearer token {t} (stored in .corral/token)"),
         None => println!("corral: no token required (gateway.auth = \"none\")"),
     }
-    http.serve(listener, project::interrupted()).await;
-    run.stop().await;
+    println!(
+        "corral: daemon pid {}, control socket {}",
+        info.pid,
+        info.socket.display()
+    );
+}
+
+/// `up -d`: start the daemon in the background (or report the running one).
+async fn detached(cfg: &corral_config::Config) -> CmdResult {
+    let p = paths(cfg);
+    if let Ok(status) = project::daemon_request(cfg, &Request::Status).await {
+        println!(
+            "corral: daemon already running (pid {}), MCP endpoint {}",
+            status["pid"],
+            status["endpoint"].as_str().unwrap_or("")
+        );
+        return Ok(());
+    }
+    let exe = std::env::current_exe()
+        .map_err(|e| Failure::Op(format!("cannot find my own binary: {e}")))?;
+    corral_daemon::client::connect_or_start(&p, &exe, &cfg.path)
+        .await
+        .map_err(|e| Failure::Op(e.to_string()))?;
+    let status = project::daemon_request(cfg, &Request::Status).await?;
+    println!(
+        "corral: MCP endpoint {}",
+        status["endpoint"].as_str().unwrap_or("")
+    );
+    println!(
+        "corral: daemon started (pid {}); logs in {}; `corral down` stops it",
+        status["pid"],
+        p.daemon_log.display()
+    );
     Ok(())
 }
 
-/// The project's bearer token: read from `.corral/token`, or created there (0600, in a
-/// 0700 directory) on first start.
-fn load_or_create_token(state_dir: &Path) -> Result<String, Failure> {
-    let path = state_dir.join("token");
-    if let Ok(t) = std::fs::read_to_string(&path) {
-        let t = t.trim().to_owned();
-        if t.len() >= 32 {
-            return Ok(t);
+/// `corral down`.
+pub async fn down(config: Option<&Path>) -> CmdResult {
+    let cfg = project::load(config)?;
+    let p = paths(&cfg);
+    let reply = match project::daemon_request(&cfg, &Request::Shutdown).await {
+        Ok(r) => r,
+        Err(_) => {
+            println!("corral: no daemon running for {}", cfg.path.display());
+            return Ok(());
         }
-    }
-    let fail = |what: &str, e: std::io::Error| {
-        Failure::Op(format!("cannot {what} {}: {e}", path.display()))
     };
-    std::fs::create_dir_all(state_dir).map_err(|e| fail("create the directory of", e))?;
-    let _ = std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700));
-    let token = corral_gateway::http::new_token();
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(|e| fail("write", e))?;
-    std::io::Write::write_all(&mut f, format!("{token}\n").as_bytes())
-        .map_err(|e| fail("write", e))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| fail("protect", e))?;
-    Ok(token)
+    // Done when the daemon let go of its lock (it exits right after).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while corral_daemon::lock::is_locked(&p.pid) {
+        if Instant::now() > deadline {
+            return Err(Failure::Op(format!(
+                "the daemon (pid {}) did not stop within 60s",
+                reply["pid"]
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    println!("corral: daemon stopped (pid {})", reply["pid"]);
+    Ok(())
 }

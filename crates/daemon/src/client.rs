@@ -1,0 +1,162 @@
+//! The client side of the control socket, and starting a daemon when none runs.
+
+use crate::lock::{FileLock, is_locked};
+use crate::paths::Paths;
+use crate::protocol::{Reply, Request};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// How long a client waits for a daemon it started to open its socket.
+pub const START_WAIT: Duration = Duration::from_secs(20);
+
+/// Why talking to the daemon failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("no daemon runs for this project (start one with `corral up -d`)")]
+    NotRunning,
+    #[error("the daemon closed the connection without answering")]
+    NoReply,
+    #[error("the daemon answered something unreadable: {0}")]
+    BadReply(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("the daemon did not start: {0}")]
+    StartFailed(String),
+}
+
+/// Connects to the running daemon, if any. A socket file with no daemon behind it (the
+/// daemon died) is removed — but only when the daemon's lock is free, so a daemon that
+/// is still starting up is never mistaken for a dead one.
+pub async fn connect(paths: &Paths) -> Result<UnixStream, ClientError> {
+    match UnixStream::connect(&paths.socket).await {
+        Ok(s) => Ok(s),
+        Err(_) => {
+            if paths.socket.exists() && !is_locked(&paths.pid) {
+                let _ = std::fs::remove_file(&paths.socket);
+            }
+            Err(ClientError::NotRunning)
+        }
+    }
+}
+
+/// Sends one request and reads its one-line reply.
+pub async fn request(paths: &Paths, req: &Request) -> Result<Reply, ClientError> {
+    let stream = connect(paths).await?;
+    let (read, mut write) = stream.into_split();
+    let mut line = serde_json::to_string(req).expect("requests serialize");
+    line.push('\n');
+    write.write_all(line.as_bytes()).await?;
+    let mut reader = BufReader::new(read);
+    let mut reply = String::new();
+    if reader.read_line(&mut reply).await? == 0 {
+        return Err(ClientError::NoReply);
+    }
+    serde_json::from_str(reply.trim()).map_err(|_| ClientError::BadReply(reply))
+}
+
+/// Opens a streaming request (events, logs, mcp): returns the connection after sending
+/// the request line.
+pub async fn open(paths: &Paths, req: &Request) -> Result<UnixStream, ClientError> {
+    let mut stream = connect(paths).await?;
+    let mut line = serde_json::to_string(req).expect("requests serialize");
+    line.push('\n');
+    stream.write_all(line.as_bytes()).await?;
+    Ok(stream)
+}
+
+/// Connects to the project's daemon, starting it detached when none runs. Race-free:
+/// clients that find no daemon take the spawn lock in turn, and each looks again before
+/// starting one, so five agents starting at once make exactly one daemon.
+pub async fn connect_or_start(
+    paths: &Paths,
+    exe: &Path,
+    config: &Path,
+) -> Result<UnixStream, ClientError> {
+    if let Ok(s) = connect(paths).await {
+        return Ok(s);
+    }
+    paths.prepare()?;
+    let _spawn = FileLock::lock(&paths.spawn_lock).await?;
+    if let Ok(s) = connect(paths).await {
+        return Ok(s);
+    }
+    if !is_locked(&paths.pid) {
+        spawn_detached(paths, exe, config)?;
+    }
+    let deadline = Instant::now() + START_WAIT;
+    loop {
+        if let Ok(s) = connect(paths).await {
+            return Ok(s);
+        }
+        if Instant::now() > deadline {
+            return Err(ClientError::StartFailed(format!(
+                "no control socket after {}s; see {}",
+                START_WAIT.as_secs(),
+                paths.daemon_log.display()
+            )));
+        }
+        if !is_locked(&paths.pid) && started_and_died(paths) {
+            return Err(ClientError::StartFailed(last_lines(&paths.daemon_log)));
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Starts `exe -c config __daemon` in its own session, output to the daemon log. The
+/// process is reaped by a thread so it never lingers as a zombie of this client.
+pub fn spawn_detached(paths: &Paths, exe: &Path, config: &Path) -> Result<(), ClientError> {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&paths.daemon_log)?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.arg("-c")
+        .arg(config)
+        .arg("__daemon")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .current_dir(config.parent().unwrap_or(Path::new("/")));
+    // SAFETY: setsid is async-signal-safe; it detaches from our terminal and session.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    std::fs::write(
+        paths.state_dir.join("daemon.spawned"),
+        child.id().to_string(),
+    )?;
+    std::thread::spawn(move || {
+        let _ = child.wait();
+    });
+    Ok(())
+}
+
+fn started_and_died(paths: &Paths) -> bool {
+    let Some(pid) = std::fs::read_to_string(paths.state_dir.join("daemon.spawned"))
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+    else {
+        return false;
+    };
+    // SAFETY: signal 0 checks existence only.
+    unsafe { libc::kill(pid, 0) != 0 }
+}
+
+fn last_lines(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    let tail = lines[lines.len().saturating_sub(5)..].join("\n");
+    if tail.is_empty() {
+        format!("it exited at once; see {}", path.display())
+    } else {
+        tail
+    }
+}

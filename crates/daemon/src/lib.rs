@@ -1,0 +1,29 @@
+//! The project daemon: one set of servers shared by every agent.
+//!
+//! # Theory of operation
+//!
+//! A project is identified by its config file. Its daemon holds an exclusive `flock` on
+//! `.corral/daemon.pid` for its whole life: the kernel drops the lock when the process
+//! dies, however it dies, so "is a daemon running?" is answered by the lock, never by a
+//! pid file's content, and a stale socket or pid file is detected and replaced, never
+//! trusted ([`lock`], [`paths`]).
+//!
+//! The daemon ([`run`]) runs the supervisor, the gateway (HTTP at `gateway.listen`) and a
+//! control socket (0600, in a 0700 directory) speaking newline-delimited JSON
+//! ([`protocol`]). Every event is appended to `.corral/events.jsonl` ([`journal`]).
+//!
+//! `corral mcp` is a bridge: it connects to the socket (starting the daemon detached if
+//! none runs, serialized by a second lock so that agents starting together make exactly
+//! one daemon — [`client`]), sends `{"op":"mcp"}`, and relays bytes; the daemon serves
+//! the connection as one MCP session. Ten agents, one set of children.
+
+pub mod client;
+pub mod journal;
+pub mod lock;
+pub mod paths;
+pub mod protocol;
+mod run;
+
+pub use paths::Paths;
+pub use protocol::{Reply, Request};
+pub use run::{DaemonError, DaemonInfo, DaemonOptions, EventSink, load_or_create_token, run};

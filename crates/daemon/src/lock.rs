@@ -1,0 +1,66 @@
+//! Advisory file locks (`flock`): released by the kernel when the holder dies, so they
+//! never go stale the way a pid file does.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::Path;
+
+/// An exclusive lock on a file, held until dropped.
+#[derive(Debug)]
+pub struct FileLock {
+    file: File,
+}
+
+impl FileLock {
+    /// Takes the lock without waiting; `Ok(None)` if someone else holds it.
+    pub fn try_lock(path: &Path) -> io::Result<Option<FileLock>> {
+        let file = open(path)?;
+        // SAFETY: flock on an fd we own.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            Ok(Some(FileLock { file }))
+        } else {
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                Ok(None)
+            } else {
+                Err(e)
+            }
+        }
+    }
+
+    /// Takes the lock, waiting for it (on a blocking thread).
+    pub async fn lock(path: &Path) -> io::Result<FileLock> {
+        let path = path.to_owned();
+        tokio::task::spawn_blocking(move || {
+            let file = open(&path)?;
+            // SAFETY: flock on an fd we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                Ok(FileLock { file })
+            } else {
+                Err(io::Error::last_os_error())
+            }
+        })
+        .await
+        .map_err(io::Error::other)?
+    }
+
+    /// The locked file (the daemon writes its pid into it).
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+/// Whether someone holds the lock on `path` right now.
+pub fn is_locked(path: &Path) -> bool {
+    matches!(FileLock::try_lock(path), Ok(None))
+}
+
+fn open(path: &Path) -> io::Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+}

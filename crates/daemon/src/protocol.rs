@@ -1,0 +1,110 @@
+//! The control protocol between the CLI and the daemon: newline-delimited JSON over the
+//! Unix socket. A client sends one [`Request`] line; the daemon answers with one
+//! [`Reply`] line, or — for `events`/`logs` with `follow`, and for `mcp` — keeps the
+//! connection as a stream (event lines, log lines, or MCP messages both ways).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What a client asks of the daemon.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Daemon identity: pid, endpoint, config.
+    Status,
+    /// Server states.
+    Ps,
+    /// Tool list, optionally of one server.
+    Tools {
+        server: Option<String>,
+    },
+    /// Call one tool.
+    Call {
+        server: String,
+        tool: String,
+        arguments: Value,
+    },
+    /// The last `lines` log lines of a server; with `follow`, then every new line.
+    Logs {
+        name: String,
+        lines: usize,
+        follow: bool,
+    },
+    Restart {
+        name: String,
+    },
+    Stop {
+        name: String,
+    },
+    Start {
+        name: String,
+    },
+    /// The last `lines` journal events; with `follow`, then every new event.
+    Events {
+        lines: usize,
+        follow: bool,
+    },
+    /// Stop every server and exit.
+    Shutdown,
+    /// Re-read the config and apply the difference.
+    Reload,
+    /// Switch this connection to an MCP session (the `corral mcp` bridge).
+    Mcp,
+}
+
+/// A one-line answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Reply {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
+    pub data: Value,
+}
+
+impl Reply {
+    pub fn ok(data: Value) -> Reply {
+        Reply {
+            ok: true,
+            error: None,
+            data,
+        }
+    }
+
+    pub fn err(message: impl Into<String>) -> Reply {
+        Reply {
+            ok: false,
+            error: Some(message.into()),
+            data: Value::Null,
+        }
+    }
+
+    pub fn line(&self) -> String {
+        let mut s = serde_json::to_string(self).expect("replies serialize");
+        s.push('\n');
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_tagged_by_op() {
+        let r: Request =
+            serde_json::from_str(r#"{"op":"logs","name":"a","lines":5,"follow":true}"#).unwrap();
+        assert_eq!(
+            r,
+            Request::Logs {
+                name: "a".into(),
+                lines: 5,
+                follow: true
+            }
+        );
+        assert_eq!(
+            serde_json::to_string(&Request::Ps).unwrap(),
+            r#"{"op":"ps"}"#
+        );
+    }
+}

@@ -1,0 +1,551 @@
+//! The daemon: one per project, holding the servers every agent shares.
+
+use crate::journal;
+use crate::lock::FileLock;
+use crate::paths::Paths;
+use crate::protocol::{Reply, Request};
+use corral_config::{Config, HttpAuth, ToolPrefix};
+use corral_events::{Event, EventBus};
+use corral_gateway::http::{HttpGateway, HttpOptions};
+use corral_gateway::{GatewayOptions, Hub};
+use corral_supervisor::{Console, NotificationHook, ServerHandle, Supervisor, SupervisorOptions};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::io::{Seek, SeekFrom, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{broadcast, watch};
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(
+        "a daemon already runs for this project (pid {pid}); `corral ps` shows it, `corral down` stops it"
+    )]
+    AlreadyRunning { pid: u32 },
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "cannot listen on {addr} ({source}); change [gateway] listen (port 0 picks a free port)"
+    )]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
+    move |source| DaemonError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What a started daemon tells its caller.
+#[derive(Debug, Clone)]
+pub struct DaemonInfo {
+    pub pid: u32,
+    pub endpoint: String,
+    pub token: Option<String>,
+    pub socket: PathBuf,
+}
+
+/// A callback that sees every event.
+pub type EventSink = Box<dyn Fn(&Event) + Send + Sync>;
+
+/// How the daemon reports.
+#[derive(Default)]
+pub struct DaemonOptions {
+    /// Live `[server:name]` stderr lines (foreground `corral up`, the daemon log).
+    pub console: Option<Console>,
+    /// Called for every event (the foreground console prints them).
+    pub on_event: Option<EventSink>,
+    /// The program to re-run as the guard process (`corral __guard`).
+    pub guard_exe: Option<PathBuf>,
+}
+
+/// Shared by every control connection.
+struct State {
+    config: Config,
+    paths: Paths,
+    info: DaemonInfo,
+    hub: Arc<Hub>,
+    http: Arc<HttpGateway>,
+    servers: BTreeMap<String, ServerHandle>,
+    bus: EventBus,
+    shutdown: watch::Sender<bool>,
+}
+
+/// Runs the daemon for `config` until `stop` resolves or a client asks it to shut down.
+/// `ready` is called once everything listens (before the servers are ready).
+pub async fn run(
+    config: Config,
+    opts: DaemonOptions,
+    ready: impl FnOnce(&DaemonInfo),
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let paths = Paths::new(&config.path, &config.state_dir);
+    paths.prepare().map_err(io("create", &paths.state_dir))?;
+    let lock = FileLock::try_lock(&paths.pid).map_err(io("lock", &paths.pid))?;
+    let Some(lock) = lock else {
+        let pid = std::fs::read_to_string(&paths.pid)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        return Err(DaemonError::AlreadyRunning { pid });
+    };
+    write_pid(&lock).map_err(io("write", &paths.pid))?;
+
+    // We hold the lock, so any socket file left behind is stale.
+    let _ = std::fs::remove_file(&paths.socket);
+    let control = UnixListener::bind(&paths.socket).map_err(io("bind", &paths.socket))?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("protect", &paths.socket))?;
+
+    let token = match config.gateway.auth {
+        HttpAuth::Token => Some(load_or_create_token(&paths.state_dir)?),
+        HttpAuth::None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(&config.gateway.listen)
+        .await
+        .map_err(|source| DaemonError::Listen {
+            addr: config.gateway.listen.clone(),
+            source,
+        })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| DaemonError::Listen {
+            addr: config.gateway.listen.clone(),
+            source,
+        })?;
+
+    let bus = EventBus::default();
+    let journal = journal::spawn_writer(&bus, paths.journal.clone());
+    if let Some(on_event) = opts.on_event {
+        let mut rx = bus.subscribe();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => on_event(&ev),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+    let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
+    let hook = NotificationHook::default();
+    let mut sopts = SupervisorOptions::new(bus.clone(), config.state_dir.join("logs"));
+    sopts.console = opts.console.clone();
+    sopts.requests = Some(req_tx);
+    sopts.on_notification = Some(hook.clone());
+    sopts.guard = opts.guard_exe.as_deref().and_then(|exe| {
+        corral_supervisor::guard::Guard::spawn(exe, &["__guard"])
+            .ok()
+            .map(Arc::new)
+    });
+    let supervisor = Supervisor::start(config.servers.values().cloned(), &sopts);
+    let servers: BTreeMap<String, ServerHandle> = supervisor
+        .servers()
+        .map(|h| (h.name().to_owned(), h.clone()))
+        .collect();
+    let hub = Hub::start(
+        servers.clone(),
+        GatewayOptions {
+            tool_prefix: config.gateway.tool_prefix,
+            builtin_tools: config.gateway.builtin_tools,
+        },
+        bus.clone(),
+        Some(req_rx),
+        Some(hook),
+    );
+    let http = HttpGateway::new(
+        hub.clone(),
+        HttpOptions {
+            token: token.clone(),
+            local_addr: local,
+        },
+    );
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let http_task = {
+        let http = http.clone();
+        let mut rx = shutdown_rx.clone();
+        tokio::spawn(async move {
+            http.serve(listener, async move {
+                let _ = rx.wait_for(|s| *s).await;
+            })
+            .await
+        })
+    };
+    let info = DaemonInfo {
+        pid: std::process::id(),
+        endpoint: format!("http://{local}/mcp"),
+        token,
+        socket: paths.socket.clone(),
+    };
+    bus.emit(
+        Event::new("daemon.started", "corral")
+            .with("pid", info.pid)
+            .with("endpoint", info.endpoint.clone())
+            .with("servers", servers.len()),
+    );
+    ready(&info);
+    let state = Arc::new(State {
+        config,
+        paths,
+        info,
+        hub,
+        http,
+        servers,
+        bus: bus.clone(),
+        shutdown: shutdown_tx,
+    });
+
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            conn = control.accept() => {
+                if let Ok((stream, _)) = conn {
+                    tokio::spawn(serve_client(state.clone(), stream));
+                }
+            }
+            _ = shutdown_rx.wait_for(|s| *s) => break,
+            _ = &mut stop => break,
+        }
+    }
+
+    let _ = state.shutdown.send(true);
+    drop(control);
+    let _ = std::fs::remove_file(&state.paths.socket);
+    let grace = state
+        .config
+        .servers
+        .values()
+        .map(|s| s.stop_grace)
+        .max()
+        .unwrap_or_default();
+    supervisor
+        .shutdown(grace * 2 + Duration::from_secs(3))
+        .await;
+    let _ = http_task.await;
+    bus.emit(Event::new("daemon.stopped", "corral").with("pid", state.info.pid));
+    drop(state);
+    drop(bus);
+    let _ = tokio::time::timeout(Duration::from_secs(2), journal).await;
+    drop(lock);
+    Ok(())
+}
+
+fn write_pid(lock: &FileLock) -> std::io::Result<()> {
+    let mut f = lock.file();
+    f.set_len(0)?;
+    f.seek(SeekFrom::Start(0))?;
+    writeln!(f, "{}", std::process::id())?;
+    f.flush()
+}
+
+/// The project's bearer token: read from `.corral/token`, or created there (0600) on first
+/// start.
+pub fn load_or_create_token(state_dir: &Path) -> Result<String, DaemonError> {
+    let path = state_dir.join("token");
+    if let Ok(t) = std::fs::read_to_string(&path) {
+        let t = t.trim().to_owned();
+        if t.len() >= 32 {
+            return Ok(t);
+        }
+    }
+    let _ = std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700));
+    let token = corral_gateway::http::new_token();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io("write", &path))?;
+    f.write_all(format!("{token}\n").as_bytes())
+        .map_err(io("write", &path))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("protect", &path))?;
+    Ok(token)
+}
+
+async fn serve_client(state: Arc<State>, stream: UnixStream) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut line = String::new();
+    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+        return;
+    }
+    let request: Request = match serde_json::from_str(line.trim()) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = write
+                .write_all(Reply::err(format!("bad request: {e}")).line().as_bytes())
+                .await;
+            return;
+        }
+    };
+    match request {
+        Request::Mcp => {
+            corral_gateway::stdio::serve(state.hub.clone(), reader, write).await;
+        }
+        Request::Events { lines, follow } => {
+            // Subscribe before reading the journal, so nothing falls between the two.
+            let mut rx = state.bus.subscribe();
+            for ev in journal::tail(&state.paths.journal, lines) {
+                if send_line(&mut write, &ev.to_json_line()).await.is_err() {
+                    return;
+                }
+            }
+            if !follow {
+                return;
+            }
+            let mut stopping = state.shutdown.subscribe();
+            loop {
+                let ev = tokio::select! {
+                    r = rx.recv() => r,
+                    _ = stopping.wait_for(|s| *s) => return,
+                };
+                match ev {
+                    Ok(ev) => {
+                        if send_line(&mut write, &ev.to_json_line()).await.is_err() {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        }
+        Request::Logs {
+            name,
+            lines,
+            follow,
+        } => {
+            let Some(h) = state.servers.get(&name) else {
+                let _ = write
+                    .write_all(unknown(&state, &name).line().as_bytes())
+                    .await;
+                return;
+            };
+            follow_log(h.log_path().to_owned(), lines, follow, &mut write, &state).await;
+        }
+        other => {
+            let reply = handle(&state, other).await;
+            let _ = write.write_all(reply.line().as_bytes()).await;
+        }
+    }
+}
+
+async fn send_line(w: &mut (impl AsyncWriteExt + Unpin), line: &str) -> std::io::Result<()> {
+    w.write_all(line.as_bytes()).await?;
+    w.write_all(b"\n").await
+}
+
+fn unknown(state: &State, name: &str) -> Reply {
+    let known: Vec<&str> = state.servers.keys().map(String::as_str).collect();
+    Reply::err(format!(
+        "no server named '{name}'; servers: {}",
+        if known.is_empty() {
+            "(none)".to_owned()
+        } else {
+            known.join(", ")
+        }
+    ))
+}
+
+/// Log lines as `{"line": …}` JSON lines: the last `n`, then (with `follow`) new ones as
+/// the file grows, across rotations, until the client leaves or the daemon stops.
+async fn follow_log(
+    path: PathBuf,
+    n: usize,
+    follow: bool,
+    write: &mut (impl AsyncWriteExt + Unpin),
+    state: &State,
+) {
+    let text = corral_gateway::builtin::tail_of_file(&path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    for l in &all[all.len().saturating_sub(n)..] {
+        if send_line(write, &json!({ "line": l }).to_string())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    if !follow {
+        return;
+    }
+    let mut pos = std::fs::metadata(&path).map_or(0, |m| m.len());
+    let mut partial = Vec::new();
+    let mut stopping = state.shutdown.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopping.wait_for(|s| *s) => return,
+        }
+        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
+        if len < pos {
+            pos = 0; // rotated
+        }
+        if len == pos {
+            continue;
+        }
+        let Ok(mut f) = std::fs::File::open(&path) else {
+            continue;
+        };
+        if f.seek(SeekFrom::Start(pos)).is_err() {
+            continue;
+        }
+        let mut buf = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut f, &mut buf);
+        pos += buf.len() as u64;
+        partial.extend_from_slice(&buf);
+        while let Some(i) = partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = partial.drain(..=i).collect();
+            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+            if send_line(write, &json!({ "line": text }).to_string())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}
+
+async fn handle(state: &State, request: Request) -> Reply {
+    match request {
+        Request::Status => Reply::ok(status(state)),
+        Request::Ps => Reply::ok(json!({
+            "daemon": status(state),
+            "servers": state.servers.values().map(server_row).collect::<Vec<_>>(),
+        })),
+        Request::Tools { server } => {
+            let prefix: ToolPrefix = state.config.gateway.tool_prefix;
+            let mut tools = Vec::new();
+            let mut failed = Vec::new();
+            for h in state.servers.values() {
+                if server.as_deref().is_some_and(|s| s != h.name()) {
+                    continue;
+                }
+                let _ = h.wait_ready(h.config().startup_timeout).await;
+                if h.status().state == corral_supervisor::ServerState::Ready {
+                    tools.extend(corral_gateway::catalog::listing(h, prefix));
+                } else {
+                    failed.push(json!({"server": h.name(), "error": h.failure_report()}));
+                }
+            }
+            if let Some(s) = &server
+                && !state.servers.contains_key(s)
+            {
+                return unknown(state, s);
+            }
+            Reply::ok(json!({ "tools": tools, "failed": failed }))
+        }
+        Request::Call {
+            server,
+            tool,
+            arguments,
+        } => {
+            let Some(h) = state.servers.get(&server) else {
+                return unknown(state, &server);
+            };
+            if !h.config().tools.permits(&tool) {
+                return Reply::err(format!(
+                    "tool '{tool}' of server '{server}' is excluded by its tools.allow / tools.deny config"
+                ));
+            }
+            let args = corral_gateway::jsonrpc::raw(arguments.to_string());
+            match h.call_tool(&tool, Some(&args)).await {
+                Ok(r) => Reply::ok(serde_json::from_str(r.get()).unwrap_or(Value::Null)),
+                Err(e) => Reply::err(corral_supervisor::with_tail(
+                    &e.to_string(),
+                    &h.status().last_stderr_tail,
+                )),
+            }
+        }
+        Request::Restart { name } | Request::Start { name } | Request::Stop { name }
+            if !state.servers.contains_key(&name) =>
+        {
+            unknown(state, &name)
+        }
+        Request::Restart { name } => {
+            let h = &state.servers[&name];
+            h.restart().await;
+            settle(h).await
+        }
+        Request::Start { name } => {
+            let h = &state.servers[&name];
+            h.start().await;
+            settle(h).await
+        }
+        Request::Stop { name } => {
+            let h = &state.servers[&name];
+            h.stop().await;
+            Reply::ok(server_row(h))
+        }
+        Request::Shutdown => {
+            let _ = state.shutdown.send(true);
+            Reply::ok(json!({ "pid": state.info.pid }))
+        }
+        Request::Reload => Reply::err(
+            "reload is not supported by this version yet: restart the daemon (`corral down`, `corral up -d`)",
+        ),
+        Request::Mcp | Request::Events { .. } | Request::Logs { .. } => {
+            Reply::err("streaming request on the wrong path")
+        }
+    }
+}
+
+/// Waits (bounded by the startup timeout) for a (re)started server to be ready, and
+/// reports its row — or why it is not ready.
+async fn settle(h: &ServerHandle) -> Reply {
+    match h.wait_ready(h.config().startup_timeout).await {
+        Ok(()) => Reply::ok(server_row(h)),
+        Err(_) => Reply::err(format!(
+            "server '{}' did not become ready: {}",
+            h.name(),
+            h.failure_report()
+        )),
+    }
+}
+
+fn status(state: &State) -> Value {
+    json!({
+        "pid": state.info.pid,
+        "endpoint": state.info.endpoint,
+        "config": state.config.path,
+        "socket": state.info.socket,
+        "version": env!("CARGO_PKG_VERSION"),
+        "agents": state.hub.session_count(),
+        "http_sessions": state.http.session_count(),
+    })
+}
+
+fn server_row(h: &ServerHandle) -> Value {
+    let s = h.status();
+    json!({
+        "name": s.name,
+        "state": s.state.as_str(),
+        "pid": s.pid,
+        "uptime_s": s.uptime().map(|d| d.as_secs()),
+        "restarts": s.restarts,
+        "tools": s.tool_count,
+        "in_flight": h.in_flight(),
+        "last_error": s.last_error,
+    })
+}
