@@ -39,6 +39,12 @@ pub enum Command {
     },
     /// Stop the daemon: every server stopped gracefully.
     Down,
+    /// Apply a changed config to the running daemon (also on SIGHUP): only servers whose
+    /// definition changed restart, removed ones stop, new ones start.
+    Reload {
+        #[arg(long)]
+        json: bool,
+    },
     /// Stdio MCP endpoint for agents: a bridge to the project daemon (started if needed).
     Mcp {
         /// Run the servers in this process instead (no daemon).

@@ -291,3 +291,106 @@ fn the_journal_keeps_a_crash_across_daemon_restarts_and_down_stops_everything() 
     );
     assert!(p.run(&["down"]).stdout().contains("no daemon running"));
 }
+
+#[test]
+fn reload_applies_only_the_difference_and_agents_hear_of_it() {
+    let p = Project::new(
+        r#"
+[gateway]
+listen = "127.0.0.1:0"
+[servers.keep]
+command = "{fixture}"
+[servers.change]
+command = "{fixture}"
+[servers.gone]
+command = "{fixture}"
+"#,
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let before = ps(&p);
+    let (keep, change, gone) = (
+        server_pid(&before, "keep"),
+        server_pid(&before, "change"),
+        server_pid(&before, "gone"),
+    );
+    // An agent is connected through a bridge.
+    let (mut agent, mut lines, mut stdin) = bridge(&p);
+    assert_eq!(lines.next().unwrap()["id"], 1);
+
+    // A broken config changes nothing: `corral reload` reports its problems (exit 2),
+    // and a SIGHUP to the daemon records why it did not reload.
+    let good = std::fs::read_to_string(p.dir.join("corral.toml")).unwrap();
+    p.write("corral.toml", "[servers.keep]\ncomand = \"x\"\n");
+    let r = p.run(&["reload"]);
+    assert_eq!(r.code(), 2, "{r:?}");
+    assert!(r.stderr().contains("did you mean `command`"), "{r:?}");
+    let daemon = before["daemon"]["pid"].as_u64().unwrap() as i32;
+    unsafe {
+        libc::kill(daemon, libc::SIGHUP);
+    }
+    wait_until("reload_failed in the journal", || {
+        std::fs::read_to_string(p.dir.join(".corral/events.jsonl"))
+            .unwrap_or_default()
+            .contains("daemon.reload_failed")
+    });
+    std::fs::write(p.dir.join("corral.toml"), good).unwrap();
+    assert_eq!(server_pid(&ps(&p), "gone"), gone);
+
+    p.write(
+        "corral.toml",
+        r#"
+[gateway]
+listen = "127.0.0.1:0"
+[servers.keep]
+command = "{fixture}"
+[servers.change]
+command = "{fixture}"
+args = ["--tools", "1"]
+[servers.new]
+command = "{fixture}"
+"#,
+    );
+    let r = p.run(&["reload", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let d: Value = serde_json::from_str(&r.stdout()).unwrap();
+    assert_eq!(d["added"], serde_json::json!(["new"]));
+    assert_eq!(d["removed"], serde_json::json!(["gone"]));
+    assert_eq!(d["restarted"], serde_json::json!(["change"]));
+    assert_eq!(d["unchanged"], serde_json::json!(["keep"]));
+
+    let after = ps(&p);
+    assert_eq!(
+        server_pid(&after, "keep"),
+        keep,
+        "an unchanged server keeps running"
+    );
+    wait_until("gone stopped", || !alive(gone));
+    assert!(!alive(change));
+    // The agent hears of the new tool list and sees the new server's tools.
+    let note = lines.find(|m| m["method"] == "notifications/tools/list_changed");
+    assert!(note.is_some());
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        writeln!(
+            stdin,
+            r#"{{"jsonrpc":"2.0","id":99,"method":"tools/list"}}"#
+        )
+        .unwrap();
+        let list = lines.find(|m| m["id"] == 99).unwrap();
+        let names: Vec<&str> = list["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap())
+            .collect();
+        if names.contains(&"new__echo") && names.contains(&"change__tool_0") {
+            assert!(!names.iter().any(|n| n.starts_with("gone__")), "{names:?}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "tools never updated: {names:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(stdin);
+    let _ = agent.wait();
+}

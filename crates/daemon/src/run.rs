@@ -77,14 +77,26 @@ pub struct DaemonOptions {
 
 /// Shared by every control connection.
 struct State {
-    config: Config,
+    /// The config in force (replaced by a reload).
+    config: std::sync::RwLock<Config>,
     paths: Paths,
     info: DaemonInfo,
     hub: Arc<Hub>,
     http: Arc<HttpGateway>,
-    servers: BTreeMap<String, ServerHandle>,
+    /// Taken out at shutdown.
+    supervisor: tokio::sync::Mutex<Option<Supervisor>>,
     bus: EventBus,
     shutdown: watch::Sender<bool>,
+}
+
+impl State {
+    fn servers(&self) -> Arc<BTreeMap<String, ServerHandle>> {
+        self.hub.servers()
+    }
+
+    fn server(&self, name: &str) -> Option<ServerHandle> {
+        self.servers().get(name).cloned()
+    }
 }
 
 /// Runs the daemon for `config` until `stop` resolves or a client asks it to shut down.
@@ -201,16 +213,19 @@ pub async fn run(
             .with("servers", servers.len()),
     );
     ready(&info);
+    drop(servers);
     let state = Arc::new(State {
-        config,
+        config: std::sync::RwLock::new(config),
         paths,
         info,
         hub,
         http,
-        servers,
+        supervisor: tokio::sync::Mutex::new(Some(supervisor)),
         bus: bus.clone(),
         shutdown: shutdown_tx,
     });
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(io("handle SIGHUP for", &state.paths.pid))?;
 
     tokio::pin!(stop);
     loop {
@@ -219,6 +234,10 @@ pub async fn run(
                 if let Ok((stream, _)) = conn {
                     tokio::spawn(serve_client(state.clone(), stream));
                 }
+            }
+            _ = hangup.recv() => {
+                let state = state.clone();
+                tokio::spawn(async move { reload(&state).await });
             }
             _ = shutdown_rx.wait_for(|s| *s) => break,
             _ = &mut stop => break,
@@ -230,14 +249,18 @@ pub async fn run(
     let _ = std::fs::remove_file(&state.paths.socket);
     let grace = state
         .config
+        .read()
+        .unwrap()
         .servers
         .values()
         .map(|s| s.stop_grace)
         .max()
         .unwrap_or_default();
-    supervisor
-        .shutdown(grace * 2 + Duration::from_secs(3))
-        .await;
+    if let Some(supervisor) = state.supervisor.lock().await.take() {
+        supervisor
+            .shutdown(grace * 2 + Duration::from_secs(3))
+            .await;
+    }
     let _ = http_task.await;
     bus.emit(Event::new("daemon.stopped", "corral").with("pid", state.info.pid));
     drop(state);
@@ -334,7 +357,7 @@ async fn serve_client(state: Arc<State>, stream: UnixStream) {
             lines,
             follow,
         } => {
-            let Some(h) = state.servers.get(&name) else {
+            let Some(h) = state.server(&name) else {
                 let _ = write
                     .write_all(unknown(&state, &name).line().as_bytes())
                     .await;
@@ -355,7 +378,8 @@ async fn send_line(w: &mut (impl AsyncWriteExt + Unpin), line: &str) -> std::io:
 }
 
 fn unknown(state: &State, name: &str) -> Reply {
-    let known: Vec<&str> = state.servers.keys().map(String::as_str).collect();
+    let servers = state.servers();
+    let known: Vec<&str> = servers.keys().map(String::as_str).collect();
     Reply::err(format!(
         "no server named '{name}'; servers: {}",
         if known.is_empty() {
@@ -427,18 +451,90 @@ async fn follow_log(
     }
 }
 
+/// Re-reads the config and applies the difference: servers whose definition changed are
+/// restarted, removed ones stopped, new ones started, the rest left alone; agents get
+/// `list_changed`. A config with problems changes nothing. Settings that need a restart
+/// of the daemon (`gateway.*`) are reported, not applied.
+async fn reload(state: &State) -> Reply {
+    let path = state.config.read().unwrap().path.clone();
+    let new = match corral_config::load(&path) {
+        Ok(c) => c,
+        Err(e) => {
+            let msg = format!("config not reloaded, nothing changed:\n{e}");
+            state
+                .bus
+                .emit(Event::new("daemon.reload_failed", "corral").with("reason", msg.clone()));
+            return Reply::err(msg);
+        }
+    };
+    let old = state.config.read().unwrap().clone();
+    let mut guard = state.supervisor.lock().await;
+    let Some(sup) = guard.as_mut() else {
+        return Reply::err("the daemon is shutting down");
+    };
+    let (mut added, mut removed, mut restarted, mut unchanged) = (vec![], vec![], vec![], vec![]);
+    for (name, cfg) in &old.servers {
+        match new.servers.get(name) {
+            None => {
+                sup.remove(name).await;
+                removed.push(name.clone());
+            }
+            Some(n) if n != cfg => {
+                sup.remove(name).await;
+                sup.add(n.clone());
+                restarted.push(name.clone());
+            }
+            Some(_) => unchanged.push(name.clone()),
+        }
+    }
+    for (name, cfg) in &new.servers {
+        if !old.servers.contains_key(name) {
+            sup.add(cfg.clone());
+            added.push(name.clone());
+        }
+    }
+    let servers: BTreeMap<String, ServerHandle> = sup
+        .servers()
+        .map(|h| (h.name().to_owned(), h.clone()))
+        .collect();
+    drop(guard);
+    state.hub.set_servers(servers);
+    let mut warnings = Vec::new();
+    if old.gateway != new.gateway {
+        warnings.push(
+            "[gateway] settings changed: they apply when the daemon restarts (`corral down`, `corral up -d`)"
+                .to_owned(),
+        );
+    }
+    *state.config.write().unwrap() = new;
+    let data = json!({
+        "added": added,
+        "removed": removed,
+        "restarted": restarted,
+        "unchanged": unchanged,
+        "warnings": warnings,
+    });
+    let mut ev = Event::new("daemon.reloaded", "corral");
+    if let Value::Object(m) = &data {
+        ev.data.extend(m.clone());
+    }
+    state.bus.emit(ev);
+    Reply::ok(data)
+}
+
 async fn handle(state: &State, request: Request) -> Reply {
     match request {
         Request::Status => Reply::ok(status(state)),
         Request::Ps => Reply::ok(json!({
             "daemon": status(state),
-            "servers": state.servers.values().map(server_row).collect::<Vec<_>>(),
+            "servers": state.servers().values().map(server_row).collect::<Vec<_>>(),
         })),
         Request::Tools { server } => {
-            let prefix: ToolPrefix = state.config.gateway.tool_prefix;
+            let prefix: ToolPrefix = state.config.read().unwrap().gateway.tool_prefix;
+            let servers = state.servers();
             let mut tools = Vec::new();
             let mut failed = Vec::new();
-            for h in state.servers.values() {
+            for h in servers.values() {
                 if server.as_deref().is_some_and(|s| s != h.name()) {
                     continue;
                 }
@@ -450,7 +546,7 @@ async fn handle(state: &State, request: Request) -> Reply {
                 }
             }
             if let Some(s) = &server
-                && !state.servers.contains_key(s)
+                && !servers.contains_key(s)
             {
                 return unknown(state, s);
             }
@@ -461,7 +557,7 @@ async fn handle(state: &State, request: Request) -> Reply {
             tool,
             arguments,
         } => {
-            let Some(h) = state.servers.get(&server) else {
+            let Some(h) = state.server(&server) else {
                 return unknown(state, &server);
             };
             if !h.config().tools.permits(&tool) {
@@ -479,22 +575,22 @@ async fn handle(state: &State, request: Request) -> Reply {
             }
         }
         Request::Restart { name } | Request::Start { name } | Request::Stop { name }
-            if !state.servers.contains_key(&name) =>
+            if state.server(&name).is_none() =>
         {
             unknown(state, &name)
         }
         Request::Restart { name } => {
-            let h = &state.servers[&name];
+            let h = &state.server(&name).expect("checked above");
             h.restart().await;
             settle(h).await
         }
         Request::Start { name } => {
-            let h = &state.servers[&name];
+            let h = &state.server(&name).expect("checked above");
             h.start().await;
             settle(h).await
         }
         Request::Stop { name } => {
-            let h = &state.servers[&name];
+            let h = &state.server(&name).expect("checked above");
             h.stop().await;
             Reply::ok(server_row(h))
         }
@@ -502,9 +598,7 @@ async fn handle(state: &State, request: Request) -> Reply {
             let _ = state.shutdown.send(true);
             Reply::ok(json!({ "pid": state.info.pid }))
         }
-        Request::Reload => Reply::err(
-            "reload is not supported by this version yet: restart the daemon (`corral down`, `corral up -d`)",
-        ),
+        Request::Reload => reload(state).await,
         Request::Mcp | Request::Events { .. } | Request::Logs { .. } => {
             Reply::err("streaming request on the wrong path")
         }
@@ -528,7 +622,7 @@ fn status(state: &State) -> Value {
     json!({
         "pid": state.info.pid,
         "endpoint": state.info.endpoint,
-        "config": state.config.path,
+        "config": state.config.read().unwrap().path,
         "socket": state.info.socket,
         "version": env!("CARGO_PKG_VERSION"),
         "agents": state.hub.session_count(),

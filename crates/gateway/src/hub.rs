@@ -50,7 +50,10 @@ struct ActiveCall {
 /// Shared gateway state; sessions hold an `Arc` of it.
 pub struct Hub {
     pub(crate) opts: GatewayOptions,
-    pub(crate) servers: BTreeMap<String, ServerHandle>,
+    /// The servers, replaced whole when the config is reloaded.
+    servers: RwLock<Arc<BTreeMap<String, ServerHandle>>>,
+    /// What `hook`/pumps were set up for: a server added later gets a pump too.
+    notification_pumps: bool,
     bus: EventBus,
     catalog: RwLock<Arc<Catalog>>,
     sessions: Mutex<HashMap<u64, Arc<SessionShared>>>,
@@ -82,37 +85,37 @@ impl Hub {
     ) -> Arc<Hub> {
         let events = bus.subscribe();
         let catalog = Catalog::build(servers.values(), opts.tool_prefix, opts.builtin_tools);
-        let hub = Arc::new(Hub {
-            opts,
-            servers,
-            bus,
-            catalog: RwLock::new(Arc::new(catalog)),
-            sessions: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(1),
-            progress: Mutex::new(HashMap::new()),
-            client_requests: Mutex::new(HashMap::new()),
-            calls: Mutex::new(HashMap::new()),
-            resource_routes: Mutex::new(HashMap::new()),
-            template_routes: Mutex::new(Vec::new()),
-            prompt_routes: Mutex::new(HashMap::new()),
+        let hub = Arc::new_cyclic(|weak: &std::sync::Weak<Hub>| {
+            let weak = weak.clone();
+            let installed = hook.is_some_and(|h| {
+                h.set(Box::new(move |server: &str, note: &Notification| {
+                    if let Some(hub) = weak.upgrade() {
+                        hub.server_notification(server, note.clone());
+                    }
+                }))
+                .is_ok()
+            });
+            Hub {
+                opts,
+                servers: RwLock::new(Arc::new(servers)),
+                notification_pumps: !installed,
+                bus,
+                catalog: RwLock::new(Arc::new(catalog)),
+                sessions: Mutex::new(HashMap::new()),
+                next_id: AtomicU64::new(1),
+                progress: Mutex::new(HashMap::new()),
+                client_requests: Mutex::new(HashMap::new()),
+                calls: Mutex::new(HashMap::new()),
+                resource_routes: Mutex::new(HashMap::new()),
+                template_routes: Mutex::new(Vec::new()),
+                prompt_routes: Mutex::new(HashMap::new()),
+            }
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
-        let weak = Arc::downgrade(&hub);
-        let installed = hook.is_some_and(|h| {
-            h.set(Box::new(move |server: &str, note: &Notification| {
-                if let Some(hub) = weak.upgrade() {
-                    hub.server_notification(server, note.clone());
-                }
-            }))
-            .is_ok()
-        });
-        if !installed {
-            for handle in hub.servers.values() {
-                tokio::spawn(pump_notifications(
-                    Arc::downgrade(&hub),
-                    handle.name().to_owned(),
-                    handle.notifications(),
-                ));
+        if hub.notification_pumps {
+            // Without the in-order hook, read each server's broadcast instead.
+            for handle in hub.servers().values() {
+                hub.pump(handle);
             }
         }
         if let Some(rx) = requests {
@@ -169,15 +172,49 @@ impl Hub {
         self.catalog.read().unwrap().clone()
     }
 
-    /// The servers, by name.
-    pub fn servers(&self) -> &BTreeMap<String, ServerHandle> {
-        &self.servers
+    /// The servers, by name (a snapshot: a reload replaces the whole map).
+    pub fn servers(&self) -> Arc<BTreeMap<String, ServerHandle>> {
+        self.servers.read().unwrap().clone()
+    }
+
+    /// Replaces the set of servers (config reload): the catalog is rebuilt, routes are
+    /// forgotten, and agents are told what changed.
+    pub fn set_servers(self: &Arc<Self>, servers: BTreeMap<String, ServerHandle>) {
+        if self.notification_pumps {
+            let old = self.servers();
+            for (name, h) in &servers {
+                if !old.contains_key(name) {
+                    self.pump(h);
+                }
+            }
+        }
+        *self.servers.write().unwrap() = Arc::new(servers);
+        self.resource_routes.lock().unwrap().clear();
+        self.template_routes.lock().unwrap().clear();
+        self.prompt_routes.lock().unwrap().clear();
+        self.rebuild();
+        self.broadcast(&jsonrpc::notification(
+            "notifications/resources/list_changed",
+            None,
+        ));
+        self.broadcast(&jsonrpc::notification(
+            "notifications/prompts/list_changed",
+            None,
+        ));
+    }
+
+    fn pump(self: &Arc<Self>, handle: &ServerHandle) {
+        tokio::spawn(pump_notifications(
+            Arc::downgrade(self),
+            handle.name().to_owned(),
+            handle.notifications(),
+        ));
     }
 
     /// Rebuilds the catalog; tells every session when the tool list changed.
     pub(crate) fn rebuild(&self) {
         let next = Catalog::build(
-            self.servers.values(),
+            self.servers().values(),
             self.opts.tool_prefix,
             self.opts.builtin_tools,
         );
@@ -207,10 +244,11 @@ impl Hub {
     /// Waits (each at most its startup timeout) for servers that are still starting, so an
     /// agent listing tools right after connecting sees them.
     pub(crate) async fn await_starting(&self) {
-        let starting: Vec<&ServerHandle> = self
-            .servers
+        let starting: Vec<ServerHandle> = self
+            .servers()
             .values()
             .filter(|h| h.status().state == ServerState::Starting)
+            .cloned()
             .collect();
         if starting.is_empty() {
             self.refresh();
@@ -231,7 +269,7 @@ impl Hub {
     /// Rebuilds the catalog if any server changed state or tools since it was built
     /// (the event watcher does this too, but a request must not see a stale list).
     pub(crate) fn refresh(&self) {
-        let current = crate::catalog::fingerprint(self.servers.values());
+        let current = crate::catalog::fingerprint(self.servers().values());
         if self.catalog.read().unwrap().fingerprint != current {
             self.rebuild();
         }
@@ -493,7 +531,7 @@ impl Hub {
 
     /// Whether server `name` declared capability `cap` (`resources`, `prompts`, …).
     pub(crate) fn server_has(&self, name: &str, cap: &str) -> bool {
-        self.servers
+        self.servers()
             .get(name)
             .and_then(|h| h.initialize_result())
             .is_some_and(|init| init.get("capabilities").and_then(|c| c.get(cap)).is_some())

@@ -309,12 +309,12 @@ impl Session {
                     .arguments
                     .and_then(|a| serde_json::from_str(a.get()).ok())
                     .unwrap_or(Value::Null);
-                let result = b.call(self.hub.servers(), &args).await;
+                let result = b.call(&self.hub.servers(), &args).await;
                 return jsonrpc::result(id, &result);
             }
             None => return self.unknown_tool(id, &p.name),
         };
-        let Some(handle) = self.hub.servers().get(&server) else {
+        let Some(handle) = self.hub.servers().get(&server).cloned() else {
             return self.unknown_tool(id, &p.name);
         };
         let _call = self.hub.begin_call(&server, self.shared.id, id);
@@ -697,7 +697,7 @@ impl Session {
         method: &str,
         params: Option<&RawValue>,
     ) -> Vec<u8> {
-        let Some(h) = self.hub.servers().get(server) else {
+        let Some(h) = self.hub.servers().get(server).cloned() else {
             return jsonrpc::error(
                 Some(id),
                 jsonrpc::INTERNAL_ERROR,

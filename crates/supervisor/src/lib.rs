@@ -45,7 +45,6 @@ use corral_events::EventBus;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 /// Where and how servers report.
@@ -97,11 +96,18 @@ impl SupervisorOptions {
     }
 }
 
+/// One running actor.
+struct Entry {
+    handle: ServerHandle,
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
 /// All server actors of one project.
 pub struct Supervisor {
-    servers: BTreeMap<String, ServerHandle>,
-    tasks: JoinSet<()>,
+    servers: BTreeMap<String, Entry>,
     cancel: CancellationToken,
+    opts: SupervisorOptions,
 }
 
 impl Supervisor {
@@ -110,41 +116,68 @@ impl Supervisor {
         servers: impl IntoIterator<Item = ServerConfig>,
         opts: &SupervisorOptions,
     ) -> Self {
-        let cancel = CancellationToken::new();
-        let mut tasks = JoinSet::new();
-        let mut map = BTreeMap::new();
+        let mut sup = Supervisor {
+            servers: BTreeMap::new(),
+            cancel: CancellationToken::new(),
+            opts: opts.clone(),
+        };
         for cfg in servers {
-            let (handle, task) = ServerHandle::spawn(cfg, opts, cancel.child_token(), true);
-            tasks.spawn(async move {
-                let _ = task.await;
-            });
-            map.insert(handle.name().to_owned(), handle);
+            sup.add(cfg);
         }
-        Supervisor {
-            servers: map,
-            tasks,
-            cancel,
-        }
+        sup
+    }
+
+    /// Starts a server (replacing nothing: the name must be new).
+    pub fn add(&mut self, cfg: ServerConfig) -> ServerHandle {
+        let cancel = self.cancel.child_token();
+        let (handle, task) = ServerHandle::spawn(cfg, &self.opts, cancel.clone(), true);
+        self.servers.insert(
+            handle.name().to_owned(),
+            Entry {
+                handle: handle.clone(),
+                cancel,
+                task,
+            },
+        );
+        handle
+    }
+
+    /// Stops a server gracefully and forgets it; `false` if there is none by that name.
+    pub async fn remove(&mut self, name: &str) -> bool {
+        let Some(entry) = self.servers.remove(name) else {
+            return false;
+        };
+        entry.cancel.cancel();
+        let _ = entry.task.await;
+        true
     }
 
     /// The server called `name`.
     pub fn get(&self, name: &str) -> Option<&ServerHandle> {
-        self.servers.get(name)
+        self.servers.get(name).map(|e| &e.handle)
     }
 
     /// Every server, by name.
     pub fn servers(&self) -> impl Iterator<Item = &ServerHandle> {
-        self.servers.values()
+        self.servers.values().map(|e| &e.handle)
     }
 
     /// Stops every server gracefully and concurrently. Each stop is bounded by its own
     /// grace periods; `deadline` bounds the whole, after which the remaining actors are
     /// abandoned (their children still die: `kill_on_drop` and the death signal).
-    pub async fn shutdown(mut self, deadline: Duration) {
+    pub async fn shutdown(self, deadline: Duration) {
         self.cancel.cancel();
-        let all = async { while self.tasks.join_next().await.is_some() {} };
+        let tasks: Vec<_> = self.servers.into_values().map(|e| e.task).collect();
+        let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+        let all = async {
+            for t in tasks {
+                let _ = t.await;
+            }
+        };
         if tokio::time::timeout(deadline, all).await.is_err() {
-            self.tasks.abort_all();
+            for a in aborts {
+                a.abort();
+            }
         }
     }
 }

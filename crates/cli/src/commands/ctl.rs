@@ -130,6 +130,36 @@ pub async fn lifecycle(config: Option<&Path>, verb: &str, name: &str, json: bool
     Ok(())
 }
 
+pub async fn reload(config: Option<&Path>, json: bool) -> CmdResult {
+    let cfg = project::load(config)?;
+    let data = project::daemon_request(&cfg, &Request::Reload).await?;
+    if json {
+        println!("{data}");
+        return Ok(());
+    }
+    let list = |k: &str| -> String {
+        let names: Vec<&str> = data[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if names.is_empty() {
+            "-".into()
+        } else {
+            names.join(", ")
+        }
+    };
+    println!("started:   {}", list("added"));
+    println!("restarted: {}", list("restarted"));
+    println!("stopped:   {}", list("removed"));
+    println!("unchanged: {}", list("unchanged"));
+    for w in data["warnings"].as_array().into_iter().flatten() {
+        eprintln!("corral: {}", w.as_str().unwrap_or(""));
+    }
+    Ok(())
+}
+
 pub async fn errors(_config: Option<&Path>, _json: bool) -> CmdResult {
     Err(Failure::Op(
         "`corral errors` (the deduplicated get_errors view) is not in this version yet; \

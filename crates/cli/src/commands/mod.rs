@@ -20,6 +20,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
         Command::Check { json } => check::run(config, json),
         Command::Up { detach } => up::run(config, detach).await,
         Command::Down => up::down(config).await,
+        Command::Reload { json } => ctl::reload(config, json).await,
         Command::Daemon => up::daemon(config).await,
         Command::Mcp { standalone } => mcp::run(config, standalone).await,
         Command::Ps { json } => ctl::ps(config, json).await,
