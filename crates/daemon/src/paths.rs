@@ -26,7 +26,10 @@ impl Paths {
     /// The paths for the project whose config is `config` (absolute) with state in
     /// `state_dir`.
     pub fn new(config: &Path, state_dir: &Path) -> Paths {
-        let key = format!("{:016x}", fnv1a(config.as_os_str().as_encoded_bytes()));
+        let key = format!(
+            "{:016x}",
+            corral_gateway::naming::fnv1a(config.as_os_str().as_encoded_bytes())
+        );
         let runtime = runtime_dir();
         Paths {
             state_dir: state_dir.to_owned(),
@@ -81,15 +84,6 @@ fn private_dir(dir: &Path) -> std::io::Result<()> {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
     }
     Ok(())
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h
 }
 
 #[cfg(test)]

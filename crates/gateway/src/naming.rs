@@ -45,7 +45,7 @@ fn valid(c: char) -> bool {
 }
 
 /// FNV-1a, 64 bit: tiny, stable across versions and platforms (unlike `DefaultHasher`).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub fn fnv1a(bytes: &[u8]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for &b in bytes {
         h ^= b as u64;

@@ -499,21 +499,10 @@ impl Session {
             return candidates.into_iter().next();
         }
         // Learn the routes, then look again.
-        for (field, method) in [
-            ("resources", "resources/list"),
-            ("resourceTemplates", "resources/templates/list"),
-        ] {
-            for (server, result) in self.fan_out(method, "resources").await {
-                if let Ok(raw) = result
-                    && let Ok(mut v) = serde_json::from_str::<Value>(raw.get())
-                    && let Some(items) = v.get_mut(field).and_then(Value::as_array_mut)
-                {
-                    for item in items.iter_mut() {
-                        self.record_route(&server, field, item);
-                    }
-                }
-            }
-        }
+        self.learn_routes("resources/list", "resources", "resources")
+            .await;
+        self.learn_routes("resources/templates/list", "resourceTemplates", "resources")
+            .await;
         self.lookup_resource(uri)
     }
 
@@ -598,17 +587,23 @@ impl Session {
         if let Some(r) = self.hub.prompt_routes.lock().unwrap().get(name) {
             return Some(r.clone());
         }
-        for (server, result) in self.fan_out("prompts/list", "prompts").await {
+        self.learn_routes("prompts/list", "prompts", "prompts")
+            .await;
+        self.hub.prompt_routes.lock().unwrap().get(name).cloned()
+    }
+
+    /// Lists `field` items of every server with `capability`, only to record routes.
+    async fn learn_routes(&self, method: &str, field: &str, capability: &str) {
+        for (server, result) in self.fan_out(method, capability).await {
             if let Ok(raw) = result
                 && let Ok(mut v) = serde_json::from_str::<Value>(raw.get())
-                && let Some(items) = v.get_mut("prompts").and_then(Value::as_array_mut)
+                && let Some(items) = v.get_mut(field).and_then(Value::as_array_mut)
             {
                 for item in items.iter_mut() {
-                    self.record_route(&server, "prompts", item);
+                    self.record_route(&server, field, item);
                 }
             }
         }
-        self.hub.prompt_routes.lock().unwrap().get(name).cloned()
     }
 
     async fn complete(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {

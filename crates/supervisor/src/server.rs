@@ -853,7 +853,7 @@ impl Actor {
                 status = child.wait() => {
                     let status = status.ok();
                     let reason = status.map_or_else(|| "exited".to_owned(), exit::describe);
-                    return self.crashed(&mut child, &conn, &mut drain, pid, reason, status, ready_at).await;
+                    return self.crashed(&conn, &mut drain, pid, reason, status, ready_at).await;
                 }
                 Some(note) = notes_rx.recv() => self.on_notification(note, &conn),
                 _ = conn.timed_out() => {
@@ -865,12 +865,12 @@ impl Actor {
                 Some(reason) = wedged_rx.recv() => {
                     self.kill_now(&mut child, &conn, pid, &reason).await;
                     let status = child.wait().await.ok();
-                    return self.crashed(&mut child, &conn, &mut drain, pid, reason, status, ready_at).await;
+                    return self.crashed(&conn, &mut drain, pid, reason, status, ready_at).await;
                 }
                 Some(()) = framing_rx.recv() => {
                     self.kill_now(&mut child, &conn, pid, FRAMING_MESSAGE).await;
                     let status = child.wait().await.ok();
-                    return self.crashed(&mut child, &conn, &mut drain, pid, FRAMING_MESSAGE.into(), status, ready_at).await;
+                    return self.crashed(&conn, &mut drain, pid, FRAMING_MESSAGE.into(), status, ready_at).await;
                 }
                 msg = self.ctl.recv() => {
                     return self.stop_for(msg, &mut child, &conn, &mut drain, pid).await;
@@ -929,31 +929,20 @@ impl Actor {
             }
         };
         let _ = tokio::time::timeout(DRAIN_SETTLE, &mut *drain).await;
-        let shared = &self.shared;
-        let tail = shared.tail(EVENT_TAIL_LINES);
-        let mut ev = shared
+        let ev = self
+            .shared
             .event("server.start_failed")
-            .with("reason", reason.clone())
             .with("permanent", false)
             .with("pid", pid);
-        if let Some(st) = status {
-            ev.data.extend(exit::fields(st));
-        }
-        shared.emit(ev.with("stderr_tail", tail.clone()));
-        shared.set_state(ServerState::Starting, |s| {
-            s.last_error = Some(reason);
-            s.last_stderr_tail = tail;
-        });
+        self.report_death(ev, reason, status);
         Ended::Died {
             clean: false,
             uptime: Duration::ZERO,
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn crashed(
         &self,
-        _child: &mut Child,
         conn: &Connection,
         drain: &mut tokio::task::JoinHandle<()>,
         pid: u32,
@@ -968,24 +957,30 @@ impl Actor {
         spawn::signal_group(pid, libc::SIGKILL);
         let _ = tokio::time::timeout(DRAIN_SETTLE, &mut *drain).await;
         let uptime = ready_at.elapsed();
-        let tail = shared.tail(EVENT_TAIL_LINES);
-        let mut ev = shared
+        let ev = shared
             .event("server.crashed")
-            .with("reason", reason.clone())
             .with("pid", pid)
             .with("uptime_ms", uptime.as_millis() as u64);
-        if let Some(st) = status {
-            ev.data.extend(exit::fields(st));
-        }
-        shared.emit(ev.with("stderr_tail", tail.clone()));
-        shared.set_state(ServerState::Starting, |s| {
-            s.last_error = Some(reason);
-            s.last_stderr_tail = tail;
-        });
+        self.report_death(ev, reason, status);
         Ended::Died {
             clean: status.is_some_and(|s| s.success()),
             uptime,
         }
+    }
+
+    /// Emits the one event of an unrequested death (with the reason, the exit status and
+    /// the stderr tail) and records it in the status.
+    fn report_death(&self, ev: Event, reason: String, status: Option<ExitStatus>) {
+        let tail = self.shared.tail(EVENT_TAIL_LINES);
+        let mut ev = ev.with("reason", reason.clone());
+        if let Some(st) = status {
+            ev.data.extend(exit::fields(st));
+        }
+        self.shared.emit(ev.with("stderr_tail", tail.clone()));
+        self.shared.set_state(ServerState::Starting, |s| {
+            s.last_error = Some(reason);
+            s.last_stderr_tail = tail;
+        });
     }
 
     async fn stop_for(
