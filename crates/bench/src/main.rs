@@ -8,40 +8,86 @@
 //! See BENCHMARKS.md at the repository root for what each figure means.
 
 mod drain;
+mod gateway;
+mod http;
 mod latency;
 mod startup;
 mod util;
 
 use std::process::ExitCode;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 const USAGE: &str = "\
-corral-bench: benchmarks of Corral's stdio supervisor (loopback pipes only)
+corral-bench: benchmarks of Corral's stdio supervisor and gateway (loopback only)
 
 USAGE:
-    corral-bench [all|latency|drain|startup] [OPTIONS]
+    corral-bench [all|latency|drain|startup|gateway] [OPTIONS]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
                 and with 32 calls in flight, interleaved
     drain       stderr drain rate (1 GiB flood) and peak RSS, each run in a fresh process
     startup     10 servers started in parallel vs. the slowest one alone
-    all         all three (the default)
+    gateway     one tools/call through `corral mcp` (stdio) and `corral up` (HTTP) vs.
+                the fixture called directly: latency, calls/s at 1, 8 and 32 in flight,
+                the gateway's CPU per call, its idle RSS with 1 and 10 servers
+    all         all four (the default)
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000)
     --flood-mib N   size of the stderr flood in MiB (default 1024)
     --workers N     tokio worker threads for the supervisor (default 2)
+    --point-ms N    gateway: length of one round of one throughput point in ms
+                    (default 1500; 2 rounds per point)
     -h, --help      print this help
 
-The fixture server (corral-fixture) must sit next to this binary: build both with
-`cargo build --release --workspace --bins`.";
+PROFILING:
+    corral-bench gateway-profile stdio|http N SECS
+                    start one gateway, print its pid, wait 1 s (attach `perf record -p`),
+                    keep N calls in flight (HTTP: N sessions) for SECS s, print calls/s
+                    and CPU per call
+
+The fixture server (corral-fixture) and, for `gateway`, the `corral` binary must sit next
+to this binary: build them with `cargo build --release --workspace --bins`.";
 
 /// What to run, from the command line.
 #[derive(Debug, Clone)]
 pub struct Opts {
     pub calls: usize,
     pub flood_mib: u64,
+    pub point: Duration,
+}
+
+fn gateway_profile(args: &[String]) -> ExitCode {
+    let (Some(route), Some(n), Some(secs)) = (
+        args.first(),
+        args.get(1).and_then(|v| v.parse::<usize>().ok()),
+        args.get(2).and_then(|v| v.parse::<f64>().ok()),
+    ) else {
+        eprintln!("corral-bench: usage: gateway-profile stdio|http N SECS\n\n{USAGE}");
+        return ExitCode::from(2);
+    };
+    let result = util::fixture_path().and_then(|fixture| {
+        let corral = util::corral_path()?;
+        gateway::profile(
+            &fixture,
+            &corral,
+            route,
+            n.max(1),
+            Duration::from_secs_f64(secs.clamp(0.1, 600.0)),
+        )
+    });
+    match result {
+        Ok(line) => {
+            println!("{line}");
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("corral-bench: {msg}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -49,10 +95,14 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some(drain::CHILD_COMMAND) {
         return drain::child_main(&args[1..]);
     }
+    if args.first().map(String::as_str) == Some("gateway-profile") {
+        return gateway_profile(&args[1..]);
+    }
     let mut which = None;
     let mut opts = Opts {
         calls: 20_000,
         flood_mib: 1024,
+        point: Duration::from_millis(1500),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -61,7 +111,7 @@ fn main() -> ExitCode {
                 println!("{USAGE}");
                 return ExitCode::SUCCESS;
             }
-            "--calls" | "--flood-mib" | "--workers" => {
+            "--calls" | "--flood-mib" | "--workers" | "--point-ms" => {
                 let Some(n) = it.next().and_then(|v| v.parse::<u64>().ok()) else {
                     eprintln!("corral-bench: {arg} needs a whole number\n\n{USAGE}");
                     return ExitCode::from(2);
@@ -69,10 +119,13 @@ fn main() -> ExitCode {
                 match arg.as_str() {
                     "--calls" => opts.calls = (n as usize).max(1),
                     "--flood-mib" => opts.flood_mib = n,
+                    "--point-ms" => opts.point = Duration::from_millis(n.max(10)),
                     _ => util::WORKERS.store((n as usize).max(1), Ordering::Relaxed),
                 }
             }
-            "all" | "latency" | "drain" | "startup" if which.is_none() => which = Some(arg.clone()),
+            "all" | "latency" | "drain" | "startup" | "gateway" if which.is_none() => {
+                which = Some(arg.clone())
+            }
             other => {
                 eprintln!("corral-bench: unexpected argument '{other}'\n\n{USAGE}");
                 return ExitCode::from(2);
@@ -86,6 +139,16 @@ fn main() -> ExitCode {
             eprintln!("corral-bench: {msg}");
             return ExitCode::FAILURE;
         }
+    };
+
+    // Fail before any benchmark runs if the gateway binary is missing.
+    let corral = match (which == "all" || which == "gateway").then(util::corral_path) {
+        Some(Err(msg)) => {
+            eprintln!("corral-bench: {msg}");
+            return ExitCode::FAILURE;
+        }
+        Some(Ok(p)) => Some(p),
+        None => None,
     };
 
     println!("{}", util::machine_header());
@@ -106,6 +169,13 @@ fn main() -> ExitCode {
         }
         if run("startup") {
             println!("{}", startup::run(&fixture)?);
+        }
+        if let Some(corral) = &corral {
+            let gw = gateway::GatewayOpts {
+                calls: opts.calls,
+                point: opts.point,
+            };
+            println!("{}", gateway::run(&fixture, corral, &gw)?);
         }
         Ok(())
     })();

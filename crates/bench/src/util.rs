@@ -10,18 +10,26 @@ use std::time::{Duration, SystemTime};
 
 /// The fixture server, expected next to this executable (`target/release/`).
 pub fn fixture_path() -> Result<PathBuf, String> {
+    sibling_binary("corral-fixture", "the fixture server")
+}
+
+/// The `corral` binary (the gateway), expected next to this executable.
+pub fn corral_path() -> Result<PathBuf, String> {
+    sibling_binary("corral", "the gateway binary")
+}
+
+fn sibling_binary(name: &str, what: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate own executable: {e}"))?;
     let dir = exe
         .parent()
         .ok_or_else(|| format!("{} has no parent directory", exe.display()))?;
-    let path = dir.join("corral-fixture");
+    let path = dir.join(name);
     if path.is_file() {
         Ok(path)
     } else {
         Err(format!(
-            "the fixture server {} is missing: build it next to this binary with \
-             `cargo build --release --workspace --bins` (or `cargo build --release -p \
-             corral-bench -p corral-fixture`)",
+            "{what} {} is missing: build it next to this binary with \
+             `cargo build --release --workspace --bins`",
             path.display()
         ))
     }
@@ -173,7 +181,9 @@ fn proc_schedstat(pid: u32) -> Option<Duration> {
     Some(Duration::from_nanos(total))
 }
 
-fn proc_stat_cpu(pid: u32) -> Option<Duration> {
+/// User + system CPU of a live process from `/proc/<pid>/stat`: counts threads that have
+/// exited too, at clock-tick resolution (usually 10 ms).
+pub fn proc_stat_cpu(pid: u32) -> Option<Duration> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name start at field 3 (state); utime and
     // stime are fields 14 and 15.
@@ -184,6 +194,51 @@ fn proc_stat_cpu(pid: u32) -> Option<Duration> {
     // SAFETY: sysconf with a valid name has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Some(Duration::from_nanos((utime + stime) * 1_000_000_000 / hz))
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`, …), in KiB; `Threads` too.
+pub fn proc_status_field(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    s.lines()
+        .find(|l| l.strip_prefix(field).is_some_and(|r| r.starts_with(':')))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+/// The live children of `pid` (pid and `comm`), found by scanning `/proc`.
+pub fn children_of(pid: u32) -> Vec<(u32, String)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u32, String)> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|child| {
+            let stat = std::fs::read_to_string(format!("/proc/{child}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_owned();
+            // After the command name: state, then ppid.
+            let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+            (ppid == pid).then_some((child, comm))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The thread ids of a live process.
+pub fn task_ids(pid: u32) -> Vec<u32> {
+    let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_unstable();
+    v
 }
 
 /// Resource use of this process (all threads) and of one child, for deltas.
@@ -385,5 +440,22 @@ mod tests {
         let pid = std::process::id();
         assert!(proc_cpu(pid).is_some());
         assert!(proc_stat_cpu(pid).is_some());
+    }
+
+    #[test]
+    fn status_fields_and_children_are_readable_from_proc() {
+        let pid = std::process::id();
+        assert!(proc_status_field(pid, "VmRSS").is_some_and(|k| k > 0));
+        assert!(proc_status_field(pid, "Threads").is_some_and(|n| n >= 1));
+        assert!(proc_status_field(pid, "VmRS").is_none());
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let kids = children_of(pid);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(kids.contains(&(child.id(), "sleep".to_owned())), "{kids:?}");
+        assert!(task_ids(pid).contains(&pid));
     }
 }

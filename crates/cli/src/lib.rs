@@ -11,6 +11,7 @@ mod args;
 mod commands;
 mod output;
 mod project;
+mod stdio;
 
 use std::process::ExitCode;
 

@@ -15,11 +15,18 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
 
 pub async fn run(config: Option<&Path>, standalone: bool) -> CmdResult {
-    if standalone {
-        standalone_gateway(config).await
-    } else {
-        bridge(config).await
-    }
+    // On a worker thread, not the `block_on` thread: every wake-up of a relay loop would
+    // otherwise be a cross-thread hand-off (BENCHMARKS.md, "Where the time goes").
+    let config = config.map(Path::to_owned);
+    let work = tokio::spawn(async move {
+        if standalone {
+            standalone_gateway(config.as_deref()).await
+        } else {
+            bridge(config.as_deref()).await
+        }
+    });
+    work.await
+        .unwrap_or_else(|e| Err(Failure::Op(format!("internal error: {e}"))))
 }
 
 async fn bridge(config: Option<&Path>) -> CmdResult {
@@ -37,8 +44,7 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
         .await
         .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
-    let mut stdin = tokio::io::stdin();
-    let mut stdout = tokio::io::stdout();
+    let (mut stdin, mut stdout) = crate::stdio::stdio();
     let upstream = async {
         let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
         // The agent closed our stdin: let the daemon finish what is in flight.
@@ -104,8 +110,9 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         builtin_tools: cfg.gateway.builtin_tools,
     };
     let hub = Hub::start(handles, opts, bus, Some(req_rx), Some(hook));
+    let (input, output) = crate::stdio::stdio();
     tokio::select! {
-        _ = corral_gateway::stdio::serve(hub, tokio::io::stdin(), tokio::io::stdout()) => {}
+        _ = corral_gateway::stdio::serve(hub, input, output) => {}
         _ = project::interrupted() => {}
     }
     run.stop().await;
