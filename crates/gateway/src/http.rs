@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -427,13 +427,10 @@ impl HttpGateway {
                 .per_request
                 .insert(key.clone(), related_tx);
         }
-        let (reply_tx, mut reply_rx) = oneshot::channel::<Option<Vec<u8>>>();
-        hs.session.receive(
-            body.to_vec(),
-            Box::new(move |r| {
-                let _ = reply_tx.send(r);
-            }),
-        );
+        // The request runs right here, in this connection's task: no extra task, no
+        // hand-off to another worker for the common case of a plain JSON reply.
+        let session = hs.session.clone();
+        let mut reply_rx = Box::pin(async move { session.call(&body).await });
 
         // Whichever comes first decides the response type.
         let first_related = tokio::select! {
@@ -441,7 +438,6 @@ impl HttpGateway {
             m = related_rx.recv(), if accepts_sse => m,
             reply = &mut reply_rx => {
                 hs.out.streams.lock().unwrap().per_request.remove(&key);
-                let reply = reply.ok().flatten();
                 // Related messages routed just before the reply still go first.
                 let mut queued = Vec::new();
                 while let Ok(m) = related_rx.try_recv() {
@@ -475,7 +471,7 @@ impl HttpGateway {
                         while let Ok(m) = related_rx.try_recv() {
                             let _ = tx.send(sse_event(&m, None));
                         }
-                        if let Ok(Some(r)) = reply {
+                        if let Some(r) = reply {
                             let _ = tx.send(sse_event(&r, None));
                         }
                         break;

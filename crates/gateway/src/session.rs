@@ -173,6 +173,25 @@ impl Session {
         });
     }
 
+    /// Handles one request inline and returns its response (`None` if it was cancelled
+    /// or is not a request). For transports that already run each request on its own
+    /// task (HTTP: one per connection).
+    pub async fn call(&self, message: &[u8]) -> Option<Vec<u8>> {
+        let env = Envelope::parse(message)?;
+        let (Some(id), Some(method)) = (env.id, env.method.as_deref()) else {
+            return None;
+        };
+        let key = id.get().to_owned();
+        let (cancel_tx, cancel_rx) = oneshot::channel();
+        self.inflight.lock().unwrap().insert(key.clone(), cancel_tx);
+        let out = tokio::select! {
+            r = self.request(id, method, env.params) => Some(r),
+            _ = cancel_rx => None,
+        };
+        self.inflight.lock().unwrap().remove(&key);
+        out
+    }
+
     fn notification(&self, method: &str, params: Option<&RawValue>) {
         match method {
             "notifications/initialized" => self.shared.initialized.store(true, Ordering::Release),
