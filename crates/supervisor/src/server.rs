@@ -185,6 +185,10 @@ impl Shared {
         self.bus.emit(ev);
     }
 
+    /// Publishes a state change. Leaving `Ready` also forgets the connection — after the
+    /// state changed, so a caller never sees "ready" without a connection: until then it
+    /// gets the closed connection's reason ("exited with code 3"), after it waits for the
+    /// next instance or gets the down error.
     fn set_state(&self, state: ServerState, f: impl FnOnce(&mut ServerStatus)) {
         self.status.send_modify(|s| {
             if s.state != state {
@@ -193,6 +197,9 @@ impl Shared {
             s.state = state;
             f(s);
         });
+        if state != ServerState::Ready {
+            *self.conn.write().unwrap() = None;
+        }
     }
 
     fn tail(&self, n: usize) -> Vec<String> {
@@ -637,6 +644,7 @@ impl Actor {
         }
         if self.crashes.len() as u32 >= cfg.crash_loop.max {
             let n = self.crashes.len();
+            self.shared.set_state(ServerState::GaveUp, |s| s.pid = None);
             self.shared.emit(
                 self.shared
                     .event("server.gave_up")
@@ -651,7 +659,6 @@ impl Actor {
                         ),
                     ),
             );
-            self.shared.set_state(ServerState::GaveUp, |s| s.pid = None);
             return Some(false);
         }
         let delay = BACKOFF_MIN
@@ -768,7 +775,8 @@ impl Actor {
             handshake(&conn, cfg, shared.requests.is_some()),
         );
         tokio::pin!(handshake);
-        let ready = tokio::select! {
+        let ready = loop {
+            break tokio::select! {
             r = &mut handshake => match r {
                 Ok(Ok(ready)) => ready,
                 Ok(Err(RpcError::Closed(_))) => {
@@ -817,11 +825,17 @@ impl Actor {
                 return Ended::Permanent;
             }
             msg = self.ctl.recv() => {
+                if let Some(Control::Start(ack)) = msg {
+                    // Already starting: nothing to do.
+                    let _ = ack.send(());
+                    continue;
+                }
                 return self.stop_for(msg, &mut child, &conn, &mut drain, pid).await;
             }
             _ = self.cancel.cancelled() => {
                 return self.stop_for(None, &mut child, &conn, &mut drain, pid).await;
             }
+            };
         };
 
         let startup_ms = started.elapsed().as_millis() as u64;
@@ -873,6 +887,11 @@ impl Actor {
                     return self.crashed(&conn, &mut drain, pid, FRAMING_MESSAGE.into(), status, ready_at).await;
                 }
                 msg = self.ctl.recv() => {
+                    if let Some(Control::Start(ack)) = msg {
+                        // Already running: nothing to do.
+                        let _ = ack.send(());
+                        continue;
+                    }
                     return self.stop_for(msg, &mut child, &conn, &mut drain, pid).await;
                 }
                 _ = self.cancel.cancelled() => {
@@ -951,7 +970,6 @@ impl Actor {
         ready_at: Instant,
     ) -> Ended {
         let shared = &self.shared;
-        *shared.conn.write().unwrap() = None;
         conn.close(&format!("server '{}' {reason}", shared.name));
         // The leader is gone; grandchildren in its group must not outlive it.
         spawn::signal_group(pid, libc::SIGKILL);
@@ -976,11 +994,12 @@ impl Actor {
         if let Some(st) = status {
             ev.data.extend(exit::fields(st));
         }
-        self.shared.emit(ev.with("stderr_tail", tail.clone()));
+        // State first, then the event: whoever reacts to the event sees the new state.
         self.shared.set_state(ServerState::Starting, |s| {
             s.last_error = Some(reason);
-            s.last_stderr_tail = tail;
+            s.last_stderr_tail = tail.clone();
         });
+        self.shared.emit(ev.with("stderr_tail", tail));
     }
 
     async fn stop_for(
@@ -992,19 +1011,18 @@ impl Actor {
         pid: u32,
     ) -> Ended {
         self.graceful_stop(child, conn, drain, pid).await;
-        let reason = match &msg {
-            Some(Control::Restart(_)) => "restart",
-            Some(_) => "requested",
-            None => "shutdown",
+        let (reason, state) = match &msg {
+            Some(Control::Restart(_)) => ("restart", ServerState::Starting),
+            _ if msg.is_none() => ("shutdown", ServerState::Stopped),
+            _ => ("requested", ServerState::Stopped),
         };
+        // State first, then the event: whoever reacts to the event sees the new state.
+        self.shared.set_state(state, |s| s.pid = None);
         self.shared
             .emit(self.shared.event("server.stopped").with("reason", reason));
         match msg {
             Some(Control::Stop(ack)) => Ended::Stopped(ack),
-            Some(Control::Restart(ack)) => Ended::Restart(ack),
-            // Start while running is a no-op: acknowledge and keep the instance? The
-            // instance was already stopped above, so treat it as a restart.
-            Some(Control::Start(ack)) => Ended::Restart(ack),
+            Some(Control::Restart(ack)) | Some(Control::Start(ack)) => Ended::Restart(ack),
             None => Ended::Shutdown,
         }
     }
@@ -1019,7 +1037,6 @@ impl Actor {
         pid: u32,
     ) {
         let shared = &self.shared;
-        *shared.conn.write().unwrap() = None;
         conn.close(&format!("server '{}' is stopping", shared.name));
         conn.close_stdin();
         let grace = shared.cfg.stop_grace;
@@ -1037,7 +1054,6 @@ impl Actor {
 
     /// SIGKILL to the group at once (a broken or wedged instance); the caller reaps.
     async fn kill_now(&self, _child: &mut Child, conn: &Connection, pid: u32, reason: &str) {
-        *self.shared.conn.write().unwrap() = None;
         conn.close(&format!("server '{}' {reason}", self.shared.name));
         spawn::signal_group(pid, libc::SIGKILL);
     }
