@@ -394,3 +394,73 @@ command = "{fixture}"
     drop(stdin);
     let _ = agent.wait();
 }
+
+#[test]
+fn events_and_logs_follow_live() {
+    let p = Project::new(CFG);
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let mut events = p
+        .cmd(&["events", "-f", "-n", "0", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut logs = p
+        .cmd(&["logs", "other", "-f", "-n", "0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let event_rx = lines_of(events.stdout.take().unwrap());
+    let log_rx = lines_of(logs.stdout.take().unwrap());
+    // The streams follow from the moment the daemon takes them: poke until each shows a
+    // fresh line, bounded by the deadline.
+    let deadline = Instant::now() + DEADLINE;
+    let (mut saw_event, mut saw_log) = (false, false);
+    for i in 0.. {
+        assert!(
+            Instant::now() < deadline,
+            "live event {saw_event}, live log line {saw_log}"
+        );
+        let text = format!("live line {i}");
+        p.run(&[
+            "call",
+            "other",
+            "write_stderr",
+            &format!(r#"{{"text":"{text}"}}"#),
+        ]);
+        p.run(&["restart", "other"]);
+        let until = Instant::now() + Duration::from_millis(500);
+        while Instant::now() < until && !(saw_event && saw_log) {
+            if let Ok(l) = event_rx.recv_timeout(Duration::from_millis(20)) {
+                let e: Value = serde_json::from_str(&l).unwrap();
+                saw_event |= e["kind"] == "server.ready" && e["source"] == "server:other";
+            }
+            while let Ok(l) = log_rx.try_recv() {
+                saw_log |= l.starts_with("live line ");
+            }
+        }
+        if saw_event && saw_log {
+            break;
+        }
+    }
+    let _ = events.kill();
+    let _ = logs.kill();
+    let _ = events.wait();
+    let _ = logs.wait();
+}
+
+/// Lines of a child's output, on a channel (so a test can wait with a deadline).
+fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
