@@ -36,6 +36,18 @@ impl Failure {
 /// Result of a command.
 pub type CmdResult = Result<(), Failure>;
 
+/// Tokio worker threads: `CORRAL_WORKER_THREADS`, else 1. Forwarding a call costs a few
+/// µs of CPU, so one worker carries any agent load (≈ 150k calls/s measured); a second
+/// one only adds cross-thread wake-ups: with 2, CPU per call was 10 µs instead of 6 and
+/// throughput 20% lower (BENCHMARKS.md, "Worker threads").
+fn worker_threads() -> usize {
+    std::env::var("CORRAL_WORKER_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| (1..=64).contains(n))
+        .unwrap_or(1)
+}
+
 /// Parses the arguments, runs the command, and maps failures to exit codes.
 pub fn run() -> ExitCode {
     let cli = <args::Cli as clap::Parser>::parse();
@@ -44,7 +56,7 @@ pub fn run() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(worker_threads())
         .enable_all()
         .build()
         .expect("start the tokio runtime");
