@@ -1,6 +1,7 @@
 """Drives Corral as an agent does, with the official Python SDK client (mcp 2.x).
 
-    py_client.py stdio CORRAL_BIN CONFIG_FILE
+    py_client.py stdio CORRAL_BIN CONFIG_FILE     (corral mcp --standalone)
+    py_client.py bridge CORRAL_BIN CONFIG_FILE    (corral mcp: through the project daemon)
     py_client.py http URL TOKEN
 
 Lists tools, calls tools on two servers at once, receives progress from a real peer
@@ -67,8 +68,9 @@ async def scenario(read, write):
 
 async def main():
     mode = sys.argv[1]
-    if mode == "stdio":
-        params = StdioServerParameters(command=sys.argv[2], args=["-c", sys.argv[3], "mcp", "--standalone"])
+    if mode in ("stdio", "bridge"):
+        args = ["-c", sys.argv[3], "mcp"] + (["--standalone"] if mode == "stdio" else [])
+        params = StdioServerParameters(command=sys.argv[2], args=args)
         async with stdio_client(params) as (read, write):
             await scenario(read, write)
     elif mode == "http":

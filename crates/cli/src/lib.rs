@@ -11,7 +11,6 @@ mod args;
 mod commands;
 mod output;
 mod project;
-mod stdio;
 
 use std::process::ExitCode;
 

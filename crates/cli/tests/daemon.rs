@@ -20,15 +20,6 @@ args = ["--grandchild", "--pid-file", "fx.pid"]
 command = "{fixture}"
 "#;
 
-/// Stops the project's daemon when the test ends, however it ends.
-struct Down<'a>(&'a Project);
-
-impl Drop for Down<'_> {
-    fn drop(&mut self) {
-        let _ = self.0.run(&["down"]);
-    }
-}
-
 fn ps(p: &Project) -> Value {
     let r = p.run(&["ps", "--json"]);
     assert_eq!(r.code(), 0, "{r:?}");

@@ -91,3 +91,15 @@ fn python_client_over_http() {
     let seen = run_client(&["http", &up.url, &up.token]);
     check(&seen);
 }
+
+#[test]
+fn python_client_through_the_daemon_bridge() {
+    let p = Project::new(&config(false));
+    let _down = Down(&p);
+    let seen = run_client(&[
+        "bridge",
+        &corral().to_string_lossy(),
+        &p.dir.join("corral.toml").to_string_lossy(),
+    ]);
+    check(&seen);
+}

@@ -18,6 +18,7 @@
 //! the connection as one MCP session. Ten agents, one set of children.
 
 pub mod client;
+pub mod fdpass;
 pub mod journal;
 pub mod lock;
 pub mod paths;

@@ -48,8 +48,12 @@ pub enum Request {
     Shutdown,
     /// Re-read the config and apply the difference.
     Reload,
-    /// Switch this connection to an MCP session (the `corral mcp` bridge).
+    /// Switch this connection to an MCP session (the `corral mcp` bridge relaying).
     Mcp,
+    /// The bridge hands over its stdin/stdout: after the daemon's `{"ok":true}` line, the
+    /// client sends the two descriptors (`SCM_RIGHTS`); the daemon serves MCP on them and
+    /// writes one more `{"ok":true}` line when the session ends.
+    McpHandoff,
 }
 
 /// A one-line answer.

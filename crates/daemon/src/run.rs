@@ -324,6 +324,7 @@ async fn serve_client(state: Arc<State>, stream: UnixStream) {
         Request::Mcp => {
             corral_gateway::stdio::serve(state.hub.clone(), reader, write).await;
         }
+        Request::McpHandoff => handoff(&state, reader, write).await,
         Request::Events { lines, follow } => {
             // Subscribe before reading the journal, so nothing falls between the two.
             let mut rx = state.bus.subscribe();
@@ -369,6 +370,60 @@ async fn serve_client(state: Arc<State>, stream: UnixStream) {
             let reply = handle(&state, other).await;
             let _ = write.write_all(reply.line().as_bytes()).await;
         }
+    }
+}
+
+/// Serves MCP on the agent's own pipes, handed over by the bridge: no byte goes through
+/// the bridge. The session ends when the agent closes its pipes (then the bridge is told
+/// and exits) or when the bridge goes away (then the session is dropped: calls in flight
+/// are cancelled on the servers).
+async fn handoff(
+    state: &State,
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut write: tokio::net::unix::OwnedWriteHalf,
+) {
+    if write
+        .write_all(Reply::ok(Value::Null).line().as_bytes())
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let sock: &UnixStream = reader.get_ref().as_ref();
+    let fds = loop {
+        if sock.readable().await.is_err() {
+            return;
+        }
+        match sock.try_io(tokio::io::Interest::READABLE, || {
+            crate::fdpass::recv_fds(sock, 2)
+        }) {
+            Ok(fds) => break fds,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => return,
+        }
+    };
+    let mut fds = fds.into_iter();
+    let io = match (fds.next(), fds.next()) {
+        (Some(i), Some(o)) => corral_gateway::fdio::reader(i).zip(corral_gateway::fdio::writer(o)),
+        _ => None,
+    };
+    let Some((input, output)) = io else {
+        let _ = write
+            .write_all(
+                Reply::err("expected two pipe or socket descriptors")
+                    .line()
+                    .as_bytes(),
+            )
+            .await;
+        return;
+    };
+    let mut probe = [0u8; 1];
+    tokio::select! {
+        _ = corral_gateway::stdio::serve(state.hub.clone(), input, output) => {
+            let _ = write.write_all(Reply::ok(Value::Null).line().as_bytes()).await;
+        }
+        // The bridge never writes after the handoff: a read returns only when it is gone.
+        _ = tokio::io::AsyncReadExt::read(&mut reader, &mut probe) => {}
     }
 }
 
@@ -599,7 +654,7 @@ async fn handle(state: &State, request: Request) -> Reply {
             Reply::ok(json!({ "pid": state.info.pid }))
         }
         Request::Reload => reload(state).await,
-        Request::Mcp | Request::Events { .. } | Request::Logs { .. } => {
+        Request::Mcp | Request::McpHandoff | Request::Events { .. } | Request::Logs { .. } => {
             Reply::err("streaming request on the wrong path")
         }
     }

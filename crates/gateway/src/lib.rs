@@ -25,6 +25,7 @@
 
 pub mod builtin;
 pub mod catalog;
+pub mod fdio;
 pub mod http;
 mod hub;
 pub mod jsonrpc;

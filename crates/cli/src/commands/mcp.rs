@@ -1,7 +1,9 @@
 //! `corral mcp`: the stdio MCP endpoint an agent's config launches.
 //!
 //! By default a thin bridge: it connects to the project's daemon (starting it detached
-//! when none runs) and relays bytes both ways, so every agent shares one set of servers.
+//! when none runs) and hands it its stdin/stdout pipes, so the daemon speaks to the agent
+//! directly and every agent shares one set of servers. When stdio is not a pipe or socket
+//! (a terminal), it relays bytes instead.
 //! `--standalone` runs the servers in this process instead. stdout carries only MCP
 //! messages; diagnostics go to stderr, where agents keep MCP server logs.
 
@@ -9,7 +11,7 @@ use crate::project::{self, Standalone};
 use crate::{CmdResult, Failure, output};
 use corral_daemon::Request;
 use corral_events::EventBus;
-use corral_gateway::{GatewayOptions, Hub};
+use corral_gateway::{GatewayOptions, Hub, fdio};
 use std::path::Path;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
@@ -37,6 +39,12 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
     let mut stream = corral_daemon::client::connect_or_start(&paths, &exe, &cfg.path)
         .await
         .map_err(|e| Failure::Op(format!("cannot reach the project daemon: {e}")))?;
+    use std::os::fd::AsFd;
+    if fdio::is_pipe_or_socket(std::io::stdin().as_fd())
+        && fdio::is_pipe_or_socket(std::io::stdout().as_fd())
+    {
+        return handoff(stream, &paths).await;
+    }
     let mut line = serde_json::to_string(&Request::Mcp).expect("serializes");
     line.push('\n');
     stream
@@ -44,7 +52,7 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
         .await
         .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
-    let (mut stdin, mut stdout) = crate::stdio::stdio();
+    let (mut stdin, mut stdout) = corral_gateway::fdio::stdio();
     let upstream = async {
         let _ = tokio::io::copy(&mut stdin, &mut to_daemon).await;
         // The agent closed our stdin: let the daemon finish what is in flight.
@@ -71,6 +79,43 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
                 )));
             }
         }
+    }
+}
+
+/// Hands our stdin/stdout to the daemon, which then serves the agent on them directly,
+/// and waits until it says the session ended (or goes away).
+async fn handoff(stream: tokio::net::UnixStream, paths: &corral_daemon::Paths) -> CmdResult {
+    use std::os::fd::AsRawFd;
+    use tokio::io::AsyncBufReadExt;
+    let gone = || {
+        Failure::Op(format!(
+            "the project daemon went away (see {}); restart the MCP connection to start a new one",
+            paths.daemon_log.display()
+        ))
+    };
+    let mut line = serde_json::to_string(&Request::McpHandoff).expect("serializes");
+    line.push('\n');
+    let mut stream = tokio::io::BufReader::new(stream);
+    stream
+        .get_mut()
+        .write_all(line.as_bytes())
+        .await
+        .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
+    let mut reply = String::new();
+    if stream.read_line(&mut reply).await.unwrap_or(0) == 0 {
+        return Err(gone());
+    }
+    let fds = [std::io::stdin().as_raw_fd(), std::io::stdout().as_raw_fd()];
+    corral_daemon::fdpass::send_fds(stream.get_ref(), &fds)
+        .map_err(|e| Failure::Op(format!("cannot hand the session to the daemon: {e}")))?;
+    reply.clear();
+    match stream.read_line(&mut reply).await {
+        Ok(n) if n > 0 && reply.contains("\"ok\":true") => Ok(()),
+        Ok(n) if n > 0 => Err(Failure::Op(format!(
+            "the daemon refused the session: {}",
+            reply.trim()
+        ))),
+        _ => Err(gone()),
     }
 }
 
@@ -110,7 +155,7 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         builtin_tools: cfg.gateway.builtin_tools,
     };
     let hub = Hub::start(handles, opts, bus, Some(req_rx), Some(hook));
-    let (input, output) = crate::stdio::stdio();
+    let (input, output) = corral_gateway::fdio::stdio();
     tokio::select! {
         _ = corral_gateway::stdio::serve(hub, input, output) => {}
         _ = project::interrupted() => {}

@@ -107,6 +107,15 @@ impl Drop for Project {
     }
 }
 
+/// Stops the project's daemon when a test ends, however it ends.
+pub struct Down<'a>(pub &'a Project);
+
+impl Drop for Down<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["down"]);
+    }
+}
+
 pub struct Run(pub Output);
 
 impl Run {
