@@ -15,19 +15,25 @@ const HEADER: &str = r#"# corral.toml: the MCP servers and dev processes of this
 # environment variable (${env:NAME:-fallback} if it may be unset) and $$ for a literal $.
 
 [gateway]
-# Address of the shared MCP endpoint (Streamable HTTP at /mcp, dashboard at /).
+# Address of the shared MCP endpoint (Streamable HTTP at /mcp; `corral up` serves it).
 # Port 0 picks a free port; `corral ps` shows the one chosen.
 listen = "127.0.0.1:7333"
 # "always": tools are named <server>__<tool>, so no two servers can collide.
-# "never": bare tool names; two servers offering the same name is an error.
+# "never": bare tool names; when two servers offer the same name, the second one's
+# tool keeps its prefix (and `corral events` says so).
 tool_prefix = "always"
+# Corral's own tools (servers, server_logs, restart_server) for agents.
+builtin_tools = true
+# HTTP clients send the bearer token from .corral/token ("none": no token; local only).
+auth = "token"
 
 [defaults]
 # Every server inherits these unless its own table sets them.
 # Time allowed to spawn a server and finish the MCP handshake; npx/uvx cold starts
 # can need more than a few seconds.
 startup_timeout = "30s"
-# Longest a single tool call may take; a server that hangs longer is restarted.
+# Longest a single tool call may take. After a timeout Corral pings the server and
+# restarts it if it no longer answers at all.
 call_timeout = "30s"
 # On stop, time between SIGTERM and SIGKILL.
 stop_grace = "3s"
@@ -56,18 +62,20 @@ const EXAMPLES: &str = r#"
 # env = { DEBUG = "1" }          # merged over Corral's own environment
 # cwd = "."                      # working directory, relative to this file
 
-# A remote server over Streamable HTTP.
+# A remote server over Streamable HTTP (validated; not run by this version yet).
 # [servers.search]
 # url = "http://127.0.0.1:9000/mcp"
 # headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }   # values are redacted in logs
 
-# A dev process: run with `sh -c`, its output kept and scanned for errors.
+# A dev process: run with `sh -c`, its output kept and scanned for errors
+# (validated; not run by this version yet).
 # [processes.web]
 # command = "npm run dev"
 # cwd = "web"                    # relative to this file
 # env = { PORT = "5173" }
 
-# A dev proxy in front of a dev server: logs traffic and captures browser errors.
+# A dev proxy in front of a dev server: logs traffic and captures browser errors
+# (validated; not run by this version yet).
 # [proxies.web]
 # target = "http://127.0.0.1:5173"   # the dev server
 # listen = "127.0.0.1:4173"          # open this in the browser (default: a free port)
