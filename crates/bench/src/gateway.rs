@@ -10,17 +10,12 @@
 //! measured in interleaved blocks, so that drift in the machine's state hits them alike.
 //! Only ratios within one run are meaningful.
 
-use crate::http::Conn;
-use crate::util::{self, Stats, TempDir, us};
-use std::io::{BufRead, BufReader, Write};
-use std::net::SocketAddr;
-use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::{Barrier, mpsc};
+use crate::account::{Acc, Fig, Memory, Pids};
+use crate::mcp::{HttpGateway, LineClient, concurrent_sessions, fixture_child, write_config};
+use crate::util::{self, TempDir, us};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-const ARGS: &str = r#"{"text":"hello"}"#;
 /// Warm-up calls per path (fewer if they take longer than [`WARMUP_MAX`]).
 const WARMUP: usize = 1_000;
 const WARMUP_MAX: Duration = Duration::from_secs(2);
@@ -38,7 +33,7 @@ const IDLE: Duration = Duration::from_secs(2);
 /// Servers configured for the idle-RSS figure.
 const RSS_SERVERS: usize = 10;
 /// The whole `gateway` run normally takes about a minute; past this, something hangs
-/// and the bench exits (its children get SIGTERM through `PR_SET_PDEATHSIG`).
+/// and the bench kills every process group it started and exits.
 const WATCHDOG: Duration = Duration::from_secs(300);
 /// Issue 8's target for the gateway's CPU per forwarded call.
 const CPU_TARGET: Duration = Duration::from_micros(15);
@@ -105,667 +100,18 @@ fn block_order(b: usize) -> [Route; ROUTES] {
 }
 
 // ---------------------------------------------------------------------------------------
-// Processes
-
-/// A child process that is always stopped: `stop` (or drop) waits `graceful` for it to
-/// exit on its own, then sends SIGTERM and waits 5 s, then SIGKILL.
-struct Proc {
-    child: Child,
-    graceful: Duration,
-    done: bool,
-}
-
-impl Proc {
-    fn spawn(cmd: &mut Command, graceful: Duration) -> Result<Proc, String> {
-        // If the bench dies (or the watchdog ends it), the child gets SIGTERM.
-        // SAFETY: prctl is async-signal-safe and touches no memory of the parent.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
-                Ok(())
-            });
-        }
-        let child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))?;
-        Ok(Proc {
-            child,
-            graceful,
-            done: false,
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    fn stop(&mut self) {
-        if std::mem::replace(&mut self.done, true) {
-            return;
-        }
-        if self.exits_within(self.graceful) {
-            return;
-        }
-        self.signal(libc::SIGTERM);
-        if self.exits_within(Duration::from_secs(5)) {
-            return;
-        }
-        eprintln!(
-            "gateway: pid {} ignored SIGTERM for 5 s; sending SIGKILL",
-            self.pid()
-        );
-        self.signal(libc::SIGKILL);
-        let _ = self.child.wait();
-    }
-
-    fn signal(&self, sig: libc::c_int) {
-        // SAFETY: kill has no memory preconditions; the pid is our own unreaped child.
-        unsafe {
-            libc::kill(self.pid() as libc::pid_t, sig);
-        }
-    }
-
-    fn exits_within(&mut self, d: Duration) -> bool {
-        let deadline = Instant::now() + d;
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) | Err(_) => return true,
-                Ok(None) if Instant::now() >= deadline => return false,
-                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-/// The fixture child of a running gateway.
-fn fixture_child(gateway: u32) -> Result<u32, String> {
-    let kids: Vec<u32> = util::children_of(gateway)
-        .into_iter()
-        .filter(|(_, comm)| comm == "corral-fixture")
-        .map(|(pid, _)| pid)
-        .collect();
-    match kids[..] {
-        [pid] => Ok(pid),
-        _ => Err(format!(
-            "expected one corral-fixture child of the gateway (pid {gateway}), found {kids:?}"
-        )),
-    }
-}
-
-/// Writes `<dir>/corral.toml` with the fixture as `servers` (token auth, the default).
-fn write_config(dir: &Path, fixture: &Path, servers: &[String]) -> Result<PathBuf, String> {
-    // A JSON string is a valid TOML basic string.
-    let command = serde_json::to_string(&fixture.to_string_lossy()).expect("a string");
-    let mut text = String::from(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\nauth = \"token\"\nbuiltin_tools = true\n",
-    );
-    for name in servers {
-        text += &format!("\n[servers.{name}]\ncommand = {command}\n");
-    }
-    let path = dir.join("corral.toml");
-    std::fs::write(&path, text).map_err(|e| format!("writing {}: {e}", path.display()))?;
-    Ok(path)
-}
-
-// ---------------------------------------------------------------------------------------
-// JSON-RPC lines
-
-fn request(buf: &mut Vec<u8>, tool: &str, id: u64) {
-    let _ = write!(
-        buf,
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{ARGS}}}}}"#
-    );
-}
-
-fn initialize(id: u64) -> String {
-    format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{}","capabilities":{{}},"clientInfo":{{"name":"corral-bench","version":"0"}}}}}}"#,
-        corral_supervisor::PROTOCOL_VERSION
-    )
-}
-
-const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
-
-/// The numeric id of a response; `None` for notifications and requests from the server
-/// (they carry a `method`).
-fn response_id(msg: &str) -> Option<u64> {
-    if msg.contains(r#""method":"#) {
-        return None;
-    }
-    let start = msg.find(r#""id":"#)? + 5;
-    let digits = msg[start..].trim_start();
-    let end = digits
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(digits.len());
-    digits[..end].parse().ok()
-}
-
-fn check_echo(msg: &str) -> Result<(), String> {
-    if msg.contains(r#""result""#) && msg.contains("hello") && !msg.contains(r#""isError":true"#) {
-        Ok(())
-    } else {
-        Err(format!(
-            "unexpected answer to echo: {}",
-            msg.trim_end().chars().take(300).collect::<String>()
-        ))
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Newline-delimited JSON-RPC client (the bare fixture, or `corral mcp`)
-
-/// A blocking client on a child's stdin/stdout. Fields drop in order: stdin first (EOF
-/// asks the child to exit), then the process (waited for, then signalled).
-struct LineClient {
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    tool: &'static str,
-    id: u64,
-    buf: Vec<u8>,
-    line: String,
-    proc: Proc,
-}
-
-impl LineClient {
-    /// Spawns `program args` and does the MCP handshake.
-    fn start(program: &Path, args: &[&str], tool: &'static str) -> Result<LineClient, String> {
-        let mut proc = Proc::spawn(
-            Command::new(program)
-                .args(args)
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null()),
-            Duration::from_secs(5),
-        )?;
-        let stdin = proc.child.stdin.take();
-        let stdout = BufReader::with_capacity(64 * 1024, proc.child.stdout.take().expect("piped"));
-        let mut c = LineClient {
-            stdin,
-            stdout,
-            tool,
-            id: 1,
-            buf: Vec::with_capacity(4096),
-            line: String::with_capacity(256),
-            proc,
-        };
-        c.send(initialize(1).as_bytes())?;
-        c.read_response(1)?;
-        if !c.line.contains(r#""result""#) {
-            return Err(format!("initialize failed: {}", c.line.trim_end()));
-        }
-        c.send(INITIALIZED.as_bytes())?;
-        Ok(c)
-    }
-
-    fn pid(&self) -> u32 {
-        self.proc.pid()
-    }
-
-    fn send(&mut self, msg: &[u8]) -> Result<(), String> {
-        let stdin = self.stdin.as_mut().expect("open until stop");
-        stdin
-            .write_all(msg)
-            .and_then(|()| stdin.write_all(b"\n"))
-            .map_err(|e| format!("writing to pid {}: {e}", self.proc.pid()))
-    }
-
-    fn read_line(&mut self) -> Result<(), String> {
-        read_line(&mut self.stdout, &mut self.line, self.proc.pid())
-    }
-
-    /// Reads lines until the response with `id` (skipping notifications).
-    fn read_response(&mut self, id: u64) -> Result<(), String> {
-        loop {
-            self.read_line()?;
-            if response_id(&self.line) == Some(id) {
-                return Ok(());
-            }
-        }
-    }
-
-    /// `calls` round trips, one at a time; the latency of each in ns.
-    fn sequential(&mut self, calls: usize) -> Result<Vec<u64>, String> {
-        let mut samples = Vec::with_capacity(calls);
-        for _ in 0..calls {
-            self.id += 1;
-            let id = self.id;
-            self.buf.clear();
-            request(&mut self.buf, self.tool, id);
-            self.buf.push(b'\n');
-            let start = Instant::now();
-            let stdin = self.stdin.as_mut().expect("open until stop");
-            stdin
-                .write_all(&self.buf)
-                .map_err(|e| format!("writing to pid {}: {e}", self.proc.pid()))?;
-            self.read_response(id)?;
-            samples.push(start.elapsed().as_nanos() as u64);
-            check_echo(&self.line)?;
-        }
-        Ok(samples)
-    }
-
-    /// Keeps `in_flight` calls outstanding for `dur`, then collects the rest. One thread:
-    /// it reads every answer already buffered, then sends as many new requests in one
-    /// write. (With ≤ 32 small requests outstanding neither pipe can fill, so blocking on
-    /// the read side cannot deadlock.) The latency of each call in ns.
-    fn pipelined(&mut self, in_flight: usize, dur: Duration) -> Result<Vec<u64>, String> {
-        const RING: usize = 1 << 16;
-        let pid = self.proc.pid();
-        let t0 = Instant::now();
-        let deadline = t0 + dur;
-        // (id, send time in ns since t0) by id % RING.
-        let mut sent_at = vec![(0u64, 0u64); RING];
-        let mut samples = Vec::with_capacity(400_000);
-        let LineClient {
-            stdin,
-            stdout,
-            tool,
-            id,
-            buf,
-            line,
-            ..
-        } = self;
-        let stdin = stdin.as_mut().expect("open until stop");
-        let mut send = |k: usize, buf: &mut Vec<u8>, id: &mut u64, sent_at: &mut [(u64, u64)]| {
-            buf.clear();
-            let now = t0.elapsed().as_nanos() as u64;
-            for _ in 0..k {
-                *id += 1;
-                sent_at[*id as usize % RING] = (*id, now);
-                request(buf, tool, *id);
-                buf.push(b'\n');
-            }
-            stdin
-                .write_all(buf)
-                .map_err(|e| format!("writing to pid {pid}: {e}"))
-        };
-        send(in_flight, buf, id, &mut sent_at)?;
-        let mut outstanding = in_flight;
-        let mut stopping = false;
-        while outstanding > 0 {
-            let mut answered = 0;
-            loop {
-                read_line(stdout, line, pid)?;
-                if let Some(rid) = response_id(line) {
-                    let now = t0.elapsed().as_nanos() as u64;
-                    let (sid, at) = sent_at[rid as usize % RING];
-                    if sid != rid {
-                        return Err(format!("answer with an unknown id: {}", line.trim_end()));
-                    }
-                    check_echo(line)?;
-                    samples.push(now.saturating_sub(at));
-                    answered += 1;
-                    outstanding -= 1;
-                }
-                if !stdout.buffer().contains(&b'\n') {
-                    break;
-                }
-            }
-            stopping = stopping || Instant::now() >= deadline;
-            if !stopping && answered > 0 {
-                send(answered, buf, id, &mut sent_at)?;
-                outstanding += answered;
-            }
-        }
-        Ok(samples)
-    }
-
-    /// Closes stdin (both the fixture and `corral mcp` exit at EOF) and waits.
-    fn stop(mut self) {
-        drop(self.stdin.take());
-        self.proc.stop();
-    }
-}
-
-fn read_line(r: &mut BufReader<ChildStdout>, line: &mut String, pid: u32) -> Result<(), String> {
-    line.clear();
-    match r.read_line(line) {
-        Ok(0) => Err(format!("pid {pid} closed its stdout")),
-        Ok(_) => Ok(()),
-        Err(e) => Err(format!("reading the stdout of pid {pid}: {e}")),
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// HTTP: `corral up` and its sessions
-
-/// A running `corral up`.
-struct HttpGateway {
-    addr: SocketAddr,
-    token: Option<String>,
-    proc: Proc,
-}
-
-impl HttpGateway {
-    fn start(corral: &Path, config: &Path) -> Result<HttpGateway, String> {
-        let mut proc = Proc::spawn(
-            Command::new(corral)
-                .arg("-c")
-                .arg(config)
-                .arg("up")
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::null()),
-            Duration::ZERO,
-        )?;
-        // A thread reads the two announcement lines, then drains stdout to EOF.
-        let stdout = proc.child.stdout.take().expect("piped");
-        let (tx, rx) = mpsc::channel::<String>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { return };
-                let _ = tx.send(line);
-            }
-        });
-        let next = || {
-            rx.recv_timeout(Duration::from_secs(30))
-                .map_err(|_| "`corral up` printed no endpoint within 30 s (or exited)".to_owned())
-        };
-        let endpoint = next()?;
-        let addr = endpoint
-            .strip_prefix("corral: MCP endpoint http://")
-            .and_then(|r| r.strip_suffix("/mcp"))
-            .and_then(|a| a.parse::<SocketAddr>().ok())
-            .ok_or_else(|| format!("unexpected first line from `corral up`: {endpoint:?}"))?;
-        let token_line = next()?;
-        let token = match token_line.strip_prefix("corral: bearer token ") {
-            Some(rest) => Some(rest.split_whitespace().next().unwrap_or("").to_owned()),
-            None if token_line.contains("no token") => None,
-            None => {
-                return Err(format!(
-                    "unexpected second line from `corral up`: {token_line:?}"
-                ));
-            }
-        };
-        Ok(HttpGateway { addr, token, proc })
-    }
-
-    fn pid(&self) -> u32 {
-        self.proc.pid()
-    }
-
-    /// A new MCP session on its own keep-alive connection.
-    fn session(&self, tool: &'static str) -> Result<Session, String> {
-        let mut conn = Conn::new(self.addr, "/mcp", self.token.clone());
-        let r = conn.post(initialize(1).as_bytes())?;
-        let msg = r.messages().into_iter().find(|m| response_id(m) == Some(1));
-        let (Some(session), 200, Some(msg)) = (r.session_id, r.status, msg) else {
-            return Err(format!(
-                "initialize over HTTP failed: status {}, {}",
-                r.status,
-                String::from_utf8_lossy(&r.body)
-            ));
-        };
-        let v: serde_json::Value =
-            serde_json::from_str(&msg).map_err(|e| format!("initialize result: {e}"))?;
-        conn.session = Some(session);
-        conn.protocol = v["result"]["protocolVersion"].as_str().map(str::to_owned);
-        let r = conn.post(INITIALIZED.as_bytes())?;
-        if r.status != 202 {
-            return Err(format!(
-                "notifications/initialized over HTTP: status {}",
-                r.status
-            ));
-        }
-        Ok(Session {
-            conn,
-            tool,
-            id: 1,
-            body: Vec::with_capacity(256),
-        })
-    }
-
-    fn stop(mut self) {
-        self.proc.stop();
-    }
-}
-
-/// One MCP session over HTTP.
-struct Session {
-    conn: Conn,
-    tool: &'static str,
-    id: u64,
-    body: Vec<u8>,
-}
-
-impl Session {
-    /// One `tools/call` round trip, in ns.
-    fn call(&mut self) -> Result<u64, String> {
-        self.id += 1;
-        let id = self.id;
-        self.body.clear();
-        request(&mut self.body, self.tool, id);
-        let start = Instant::now();
-        let r = self.conn.post(&self.body)?;
-        let ns = start.elapsed().as_nanos() as u64;
-        if r.status != 200 {
-            return Err(format!(
-                "tools/call over HTTP: status {}: {}",
-                r.status,
-                String::from_utf8_lossy(&r.body)
-            ));
-        }
-        let msgs = r.messages();
-        let msg = msgs
-            .iter()
-            .find(|m| response_id(m) == Some(id))
-            .ok_or_else(|| format!("no response with id {id} in {msgs:?}"))?;
-        check_echo(msg)?;
-        Ok(ns)
-    }
-
-    fn sequential(&mut self, calls: usize) -> Result<Vec<u64>, String> {
-        (0..calls).map(|_| self.call()).collect()
-    }
-
-    /// `POST tools/list`; the body of the answer.
-    fn tools_list(&mut self) -> Result<String, String> {
-        self.id += 1;
-        let body = format!(
-            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/list","params":{{}}}}"#,
-            self.id
-        );
-        let r = self.conn.post(body.as_bytes())?;
-        Ok(String::from_utf8_lossy(&r.body).into_owned())
-    }
-}
-
-/// Each session makes sequential calls on its own thread for `dur`; the latency of every
-/// call in ns.
-fn concurrent_sessions(sessions: &mut [Session], dur: Duration) -> Result<Vec<u64>, String> {
-    let start = Barrier::new(sessions.len());
-    let per_session: Vec<Result<Vec<u64>, String>> = std::thread::scope(|s| {
-        let threads: Vec<_> = sessions
-            .iter_mut()
-            .map(|session| {
-                let start = &start;
-                s.spawn(move || {
-                    start.wait();
-                    let deadline = Instant::now() + dur;
-                    let mut samples = Vec::with_capacity(100_000);
-                    while Instant::now() < deadline {
-                        samples.push(session.call()?);
-                    }
-                    Ok(samples)
-                })
-            })
-            .collect();
-        threads
-            .into_iter()
-            .map(|t| t.join().expect("session thread"))
-            .collect()
-    });
-    let mut all = Vec::new();
-    for r in per_session {
-        all.extend(r?);
-    }
-    Ok(all)
-}
-
-// ---------------------------------------------------------------------------------------
-// Accounting
-
-/// The processes on one path, for CPU deltas.
-#[derive(Clone, Copy)]
-struct Pids {
-    /// The gateway's processes: none (direct), one, or the bridge and the daemon.
-    gateway: [Option<u32>; 2],
-    fixture: u32,
-}
-
-impl Pids {
-    fn direct(fixture: u32) -> Pids {
-        Pids {
-            gateway: [None, None],
-            fixture,
-        }
-    }
-
-    /// One gateway process and its fixture child.
-    fn gateway(pid: u32) -> Result<Pids, String> {
-        Ok(Pids {
-            gateway: [Some(pid), None],
-            fixture: fixture_child(pid)?,
-        })
-    }
-}
-
-struct Snapshot {
-    gateway: Duration,
-    gateway_ticks: Duration,
-    gateway_tasks: Vec<u32>,
-    fixture: Duration,
-    client: Duration,
-}
-
-impl Snapshot {
-    fn now(p: Pids) -> Snapshot {
-        let pids = p.gateway.iter().flatten().copied();
-        Snapshot {
-            gateway: pids.clone().filter_map(util::proc_cpu).sum(),
-            gateway_ticks: pids.clone().filter_map(util::proc_stat_cpu).sum(),
-            gateway_tasks: pids.flat_map(util::task_ids).collect(),
-            fixture: util::proc_cpu(p.fixture).unwrap_or_default(),
-            client: util::cpu_self(),
-        }
-    }
-}
-
-/// Accumulated measurements of one path at one load.
-#[derive(Default)]
-struct Acc {
-    samples: Vec<u64>,
-    wall: Duration,
-    gateway_cpu: Duration,
-    fixture_cpu: Duration,
-    client_cpu: Duration,
-    /// Blocks during which the gateway's set of threads changed: the per-thread sums
-    /// lose the CPU of a thread that exited, so those blocks use `/proc/<pid>/stat`.
-    thread_churn: usize,
-}
-
-impl Acc {
-    fn measure(
-        &mut self,
-        pids: Pids,
-        f: impl FnOnce() -> Result<Vec<u64>, String>,
-    ) -> Result<(), String> {
-        let before = Snapshot::now(pids);
-        let t0 = Instant::now();
-        let samples = f()?;
-        let wall = t0.elapsed();
-        let after = Snapshot::now(pids);
-        self.samples.extend(samples);
-        self.wall += wall;
-        if before.gateway_tasks == after.gateway_tasks {
-            self.gateway_cpu += after.gateway.saturating_sub(before.gateway);
-        } else {
-            self.gateway_cpu += after.gateway_ticks.saturating_sub(before.gateway_ticks);
-            self.thread_churn += 1;
-        }
-        self.fixture_cpu += after.fixture.saturating_sub(before.fixture);
-        self.client_cpu += after.client.saturating_sub(before.client);
-        Ok(())
-    }
-
-    fn finish(self) -> Fig {
-        let calls = self.samples.len();
-        Fig {
-            stats: Stats::of(self.samples),
-            calls_per_sec: calls as f64 / self.wall.as_secs_f64(),
-            gateway_cpu: self.gateway_cpu / calls as u32,
-            fixture_cpu: self.fixture_cpu / calls as u32,
-            client_cpu: self.client_cpu / calls as u32,
-            thread_churn: self.thread_churn,
-        }
-    }
-}
-
-/// One path's figures at one load.
-struct Fig {
-    stats: Stats,
-    calls_per_sec: f64,
-    /// Per call.
-    gateway_cpu: Duration,
-    fixture_cpu: Duration,
-    client_cpu: Duration,
-    thread_churn: usize,
-}
-
-/// Memory of a gateway process and its children.
-struct Memory {
-    rss_kib: u64,
-    hwm_kib: u64,
-    threads: u64,
-    fixtures: usize,
-    fixtures_rss_kib: u64,
-    other_children_rss_kib: u64,
-}
-
-impl Memory {
-    fn of(pid: u32) -> Result<Memory, String> {
-        let field = |p: u32, f: &str| util::proc_status_field(p, f);
-        let missing = || format!("cannot read /proc/{pid}/status");
-        let mut m = Memory {
-            rss_kib: field(pid, "VmRSS").ok_or_else(missing)?,
-            hwm_kib: field(pid, "VmHWM").ok_or_else(missing)?,
-            threads: field(pid, "Threads").ok_or_else(missing)?,
-            fixtures: 0,
-            fixtures_rss_kib: 0,
-            other_children_rss_kib: 0,
-        };
-        for (child, comm) in util::children_of(pid) {
-            let rss = field(child, "VmRSS").unwrap_or(0);
-            if comm == "corral-fixture" {
-                m.fixtures += 1;
-                m.fixtures_rss_kib += rss;
-            } else {
-                m.other_children_rss_kib += rss;
-            }
-        }
-        Ok(m)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
 // The benchmark
+
+/// The accounting of one gateway process with exactly one fixture child.
+fn one_gateway(pid: u32) -> Result<Pids, String> {
+    fixture_child(pid)?;
+    Ok(Pids::gateway(&[pid]))
+}
 
 /// Runs every part and renders the tables.
 pub fn run(fixture: &Path, corral: &Path, opts: &GatewayOpts) -> Result<String, String> {
     let started = Instant::now();
-    std::thread::spawn(|| {
-        std::thread::sleep(WATCHDOG);
-        eprintln!(
-            "corral-bench: the gateway benchmark did not finish within {WATCHDOG:?}; giving up"
-        );
-        std::process::exit(1);
-    });
+    crate::procs::install_cleanup(WATCHDOG, "gateway");
     let dir = TempDir::new("gateway");
     let config = write_config(dir.path(), fixture, &["fx".to_owned()])?;
     let cfg = config.to_string_lossy().into_owned();
@@ -799,15 +145,11 @@ pub fn run(fixture: &Path, corral: &Path, opts: &GatewayOpts) -> Result<String, 
         }
         per_call[route.index()] = t0.elapsed() / done as u32;
     }
-    let daemon = Pids::gateway(http.pid())?;
     let pids = [
         Pids::direct(direct.pid()),
-        Pids::gateway(stdio.pid())?,
-        daemon,
-        Pids {
-            gateway: [Some(bridge.pid()), Some(http.pid())],
-            fixture: daemon.fixture,
-        },
+        one_gateway(stdio.pid())?,
+        one_gateway(http.pid())?,
+        Pids::gateway(&[bridge.pid(), http.pid()]),
     ];
 
     // Sequential latency, in blocks that rotate the order of the paths.
@@ -837,7 +179,7 @@ pub fn run(fixture: &Path, corral: &Path, opts: &GatewayOpts) -> Result<String, 
     for b in 0..blocks {
         for route in block_order(b) {
             let i = route.index();
-            seq[i].measure(pids[i], || match route {
+            seq[i].measure(&pids[i], || match route {
                 Route::Direct => direct.sequential(block),
                 Route::Stdio => stdio.sequential(block),
                 Route::Http => sessions[0].sequential(block),
@@ -862,7 +204,7 @@ pub fn run(fixture: &Path, corral: &Path, opts: &GatewayOpts) -> Result<String, 
             }
             for route in order {
                 let i = route.index();
-                acc[i].measure(pids[i], || match route {
+                acc[i].measure(&pids[i], || match route {
                     Route::Direct => direct.pipelined(level, opts.point),
                     Route::Stdio => stdio.pipelined(level, opts.point),
                     Route::Http => concurrent_sessions(&mut sessions[..level], opts.point),
@@ -927,10 +269,10 @@ pub fn profile(
             let mut c =
                 LineClient::start(corral, &["-c", &cfg, "mcp", "--standalone"], "fx__echo")?;
             c.sequential(WARMUP)?;
-            let pids = Pids::gateway(c.pid())?;
+            let pids = one_gateway(c.pid())?;
             eprintln!("gateway-profile: `corral mcp` pid {}", c.pid());
             std::thread::sleep(PROFILE_ATTACH);
-            acc.measure(pids, || c.pipelined(n, secs))?;
+            acc.measure(&pids, || c.pipelined(n, secs))?;
             c.stop();
         }
         "http" => {
@@ -941,10 +283,10 @@ pub fn profile(
             for s in &mut sessions {
                 s.sequential(WARMUP / n.max(1))?;
             }
-            let pids = Pids::gateway(gw.pid())?;
+            let pids = one_gateway(gw.pid())?;
             eprintln!("gateway-profile: `corral up` pid {}", gw.pid());
             std::thread::sleep(PROFILE_ATTACH);
-            acc.measure(pids, || concurrent_sessions(&mut sessions, secs))?;
+            acc.measure(&pids, || concurrent_sessions(&mut sessions, secs))?;
             drop(sessions);
             gw.stop();
         }
@@ -1266,36 +608,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn response_ids_skip_notifications_and_server_requests() {
-        assert_eq!(
-            response_id(r#"{"jsonrpc":"2.0","id":42,"result":{}}"#),
-            Some(42)
-        );
-        assert_eq!(
-            response_id(r#"{"jsonrpc":"2.0","result":{},"id": 7}"#),
-            Some(7)
-        );
-        assert_eq!(
-            response_id(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
-            None
-        );
-        assert_eq!(
-            response_id(r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#),
-            None
-        );
-    }
-
-    #[test]
-    fn echo_check_rejects_tool_errors() {
-        assert!(check_echo(r#"{"id":2,"result":{"content":[{"text":"hello"}]}}"#).is_ok());
-        assert!(
-            check_echo(r#"{"id":2,"result":{"content":[{"text":"hello down"}],"isError":true}}"#)
-                .is_err()
-        );
-        assert!(check_echo(r#"{"id":2,"error":{"message":"hello"}}"#).is_err());
-    }
-
-    #[test]
     fn block_orders_put_every_path_in_every_position_equally() {
         let mut count = [[0; ROUTES]; ROUTES];
         for b in 0..2 * ROUTES {
@@ -1304,18 +616,5 @@ mod tests {
             }
         }
         assert!(count.iter().flatten().all(|&c| c == 2), "{count:?}");
-    }
-
-    #[test]
-    fn config_quotes_the_command() {
-        let dir = TempDir::new("gateway-config");
-        let p = write_config(
-            dir.path(),
-            Path::new("/a b/\"q\"/corral-fixture"),
-            &["fx0".into(), "fx1".into()],
-        )
-        .unwrap();
-        let text = std::fs::read_to_string(p).unwrap();
-        assert!(text.contains("[servers.fx1]\ncommand = \"/a b/\\\"q\\\"/corral-fixture\"\n"));
     }
 }

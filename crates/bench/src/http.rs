@@ -1,11 +1,21 @@
-//! A minimal blocking HTTP/1.1 client for the gateway benchmark: one keep-alive TCP
-//! connection per MCP session, `TCP_NODELAY` on, small JSON POSTs. Responses may carry
-//! a `Content-Length` or be chunked; `text/event-stream` bodies are reduced to their
-//! `data:` payloads.
+//! A minimal blocking HTTP/1.1 client for the gateway benchmarks: one keep-alive TCP
+//! connection per MCP session, `TCP_NODELAY` on, JSON POSTs. Responses may carry a
+//! `Content-Length` or be chunked; `text/event-stream` bodies are reduced to their
+//! `data:` payloads. When the caller names the JSON-RPC id it waits for, an SSE body is
+//! scanned as it arrives and the time its answer came is recorded; the rest of the
+//! stream is still read (a server that keeps it open gets its connection dropped after
+//! [`TAIL_TIMEOUT`]).
 
+use crate::mcp::response_id;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// Bound on every read of a response.
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Once the awaited answer has arrived in an SSE stream, how long the rest of the stream
+/// may take before the connection is dropped instead.
+const TAIL_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// One HTTP response, read in full.
 pub struct Response {
@@ -15,6 +25,9 @@ pub struct Response {
     /// `Content-Type` (lower-cased), empty if absent.
     pub content_type: String,
     pub body: Vec<u8>,
+    /// When the message with the awaited id was complete (SSE, scanned as it arrived);
+    /// `None`: at the end of the response.
+    pub answered: Option<Instant>,
 }
 
 impl Response {
@@ -64,6 +77,7 @@ pub struct Conn {
     io: Option<(TcpStream, BufReader<TcpStream>)>,
     request: Vec<u8>,
     line: Vec<u8>,
+    want: Option<u64>,
 }
 
 impl Conn {
@@ -78,6 +92,7 @@ impl Conn {
             io: None,
             request: Vec::with_capacity(1024),
             line: Vec::with_capacity(256),
+            want: None,
         }
     }
 
@@ -90,7 +105,7 @@ impl Conn {
         // A bound on every read, so that a gateway that stops answering fails the bench
         // instead of hanging it.
         stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
+            .set_read_timeout(Some(READ_TIMEOUT))
             .map_err(|e| format!("read timeout: {e}"))?;
         let reader = BufReader::with_capacity(
             64 * 1024,
@@ -103,6 +118,13 @@ impl Conn {
     /// POSTs `body` (JSON) and reads the whole response. A connection the server closed
     /// while idle is reopened once.
     pub fn post(&mut self, body: &[u8]) -> Result<Response, String> {
+        self.post_for(body, None)
+    }
+
+    /// Like [`Conn::post`]; with `want`, an SSE response is scanned as it arrives for the
+    /// JSON-RPC response with that id, and [`Response::answered`] records when it came.
+    pub fn post_for(&mut self, body: &[u8], want: Option<u64>) -> Result<Response, String> {
+        self.want = want;
         self.request.clear();
         let _ = write!(
             self.request,
@@ -124,6 +146,7 @@ impl Conn {
             "DELETE {} HTTP/1.1\r\nHost: {}\r\nContent-Length: 0\r\n",
             self.path, self.host
         );
+        self.want = None;
         self.finish_request(b"");
         self.send()
     }
@@ -193,6 +216,7 @@ impl Conn {
             session_id: None,
             content_type: String::new(),
             body: Vec::new(),
+            answered: None,
         };
         let mut length: Option<usize> = None;
         let mut chunked = false;
@@ -224,46 +248,125 @@ impl Conn {
                 _ => {}
             }
         }
-        if chunked {
-            loop {
-                read_line(reader, line)?;
-                let text = String::from_utf8_lossy(line);
-                let size_text = text.trim().split(';').next().unwrap_or("").trim();
-                let size = usize::from_str_radix(size_text, 16)
-                    .map_err(|_| Failure::Other(format!("bad chunk size {size_text:?}")))?;
-                if size == 0 {
-                    // Trailers, up to the blank line.
-                    loop {
-                        read_line(reader, line)?;
-                        if line.iter().all(|b| b.is_ascii_whitespace()) {
-                            break;
-                        }
-                    }
-                    break;
-                }
-                let start = resp.body.len();
-                resp.body.resize(start + size, 0);
-                reader
-                    .read_exact(&mut resp.body[start..])
-                    .map_err(|e| Failure::Other(format!("reading a chunk: {e}")))?;
-                read_line(reader, line)?; // the CRLF after the chunk
+        // An SSE body is scanned as it arrives for the awaited answer.
+        let mut scan = self
+            .want
+            .filter(|_| resp.content_type.starts_with("text/event-stream"))
+            .map(|id| SseScan {
+                id,
+                from: 0,
+                searched: 0,
+            });
+        let mut short_timeout = false;
+        // After each piece of the body: was the answer in it? Then the rest of the
+        // stream gets TAIL_TIMEOUT.
+        let mut progress = |resp: &mut Response, stream: &TcpStream| {
+            if let Some(s) = &mut scan
+                && s.found(&resp.body)
+            {
+                resp.answered = Some(Instant::now());
+                scan = None;
+                short_timeout = true;
+                let _ = stream.set_read_timeout(Some(TAIL_TIMEOUT));
             }
-        } else if let Some(n) = length {
-            resp.body.resize(n, 0);
-            reader
-                .read_exact(&mut resp.body)
-                .map_err(|e| Failure::Other(format!("reading the body: {e}")))?;
-        } else if !matches!(status, 100..=199 | 204 | 304) {
-            // No length: the body runs to the end of the connection.
-            reader
-                .read_to_end(&mut resp.body)
-                .map_err(|e| Failure::Other(format!("reading the body: {e}")))?;
-            close = true;
+        };
+        let body_result: Result<(), Failure> = (|| {
+            if chunked {
+                loop {
+                    read_line(reader, line)?;
+                    let text = String::from_utf8_lossy(line);
+                    let size_text = text.trim().split(';').next().unwrap_or("").trim();
+                    let size = usize::from_str_radix(size_text, 16)
+                        .map_err(|_| Failure::Other(format!("bad chunk size {size_text:?}")))?;
+                    if size == 0 {
+                        // Trailers, up to the blank line.
+                        loop {
+                            read_line(reader, line)?;
+                            if line.iter().all(|b| b.is_ascii_whitespace()) {
+                                break;
+                            }
+                        }
+                        return Ok(());
+                    }
+                    let start = resp.body.len();
+                    resp.body.resize(start + size, 0);
+                    reader
+                        .read_exact(&mut resp.body[start..])
+                        .map_err(|e| Failure::Other(format!("reading a chunk: {e}")))?;
+                    progress(&mut resp, stream);
+                    read_line(reader, line)?; // the CRLF after the chunk
+                }
+            } else if let Some(n) = length {
+                resp.body.resize(n, 0);
+                reader
+                    .read_exact(&mut resp.body)
+                    .map_err(|e| Failure::Other(format!("reading the body: {e}")))?;
+                Ok(())
+            } else if !matches!(status, 100..=199 | 204 | 304) {
+                // No length: the body runs to the end of the connection.
+                close = true;
+                let mut piece = [0u8; 16 * 1024];
+                loop {
+                    match reader.read(&mut piece) {
+                        Ok(0) => return Ok(()),
+                        Ok(k) => {
+                            resp.body.extend_from_slice(&piece[..k]);
+                            progress(&mut resp, stream);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => return Err(Failure::Other(format!("reading the body: {e}"))),
+                    }
+                }
+            } else {
+                Ok(())
+            }
+        })();
+        if short_timeout {
+            // The answer came; a stream that did not end within TAIL_TIMEOUT costs the
+            // connection, not the call.
+            if body_result.is_err() {
+                close = true;
+            } else {
+                let _ = stream.set_read_timeout(Some(READ_TIMEOUT));
+            }
+        } else {
+            body_result?;
         }
         if close {
             self.io = None;
         }
         Ok(resp)
+    }
+}
+
+/// Where an SSE body has been scanned to, for the response with `id`.
+struct SseScan {
+    id: u64,
+    /// The start of the first incomplete line.
+    from: usize,
+    /// How far that line has been searched for its newline.
+    searched: usize,
+}
+
+impl SseScan {
+    /// Scans the complete lines of `body` after the last call for a `data:` line that is
+    /// the JSON-RPC response with the id.
+    fn found(&mut self, body: &[u8]) -> bool {
+        loop {
+            let start = self.searched.max(self.from);
+            let Some(nl) = body[start..].iter().position(|&b| b == b'\n') else {
+                self.searched = body.len();
+                return false;
+            };
+            let line = &body[self.from..start + nl];
+            self.from = start + nl + 1;
+            if let Some(data) = line.strip_prefix(b"data:")
+                && let Ok(text) = std::str::from_utf8(data)
+                && response_id(text) == Some(self.id)
+            {
+                return true;
+            }
+        }
     }
 }
 
@@ -298,6 +401,11 @@ mod tests {
 
     /// Serves `replies` in order on one accepted connection, after reading each request.
     fn server(replies: Vec<&'static str>) -> SocketAddr {
+        server_then(replies, Duration::ZERO)
+    }
+
+    /// Like [`server`], then keeps the connection open for `linger`.
+    fn server_then(replies: Vec<&'static str>, linger: Duration) -> SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         std::thread::spawn(move || {
@@ -320,8 +428,50 @@ mod tests {
                 r.read_exact(&mut body).unwrap();
                 w.write_all(reply.as_bytes()).unwrap();
             }
+            std::thread::sleep(linger);
         });
         addr
+    }
+
+    #[test]
+    fn sse_answers_are_found_across_chunks() {
+        let addr = server(vec![
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+             transfer-encoding: chunked\r\n\r\n\
+             1f\r\nevent: message\ndata: {\"id\":1,\"r\r\n\
+             e\r\nesult\":true}\n\n\r\n0\r\n\r\n",
+        ]);
+        let mut c = Conn::new(addr, "/mcp", None);
+        let r = c.post_for(b"{}", Some(1)).unwrap();
+        assert!(r.answered.is_some());
+        assert_eq!(r.messages(), vec![r#"{"id":1,"result":true}"#.to_owned()]);
+        // Another id: no answer time, the whole body is still read.
+        let addr = server(vec![
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 22\r\n\r\n\
+             data: {\"id\":2,\"x\":1}\n\n",
+        ]);
+        let mut c = Conn::new(addr, "/mcp", None);
+        let r = c.post_for(b"{}", Some(1)).unwrap();
+        assert!(r.answered.is_none());
+        assert_eq!(r.messages().len(), 1);
+    }
+
+    #[test]
+    fn an_sse_stream_left_open_after_the_answer_costs_the_connection_not_the_call() {
+        let addr = server_then(
+            vec![
+                "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                 transfer-encoding: chunked\r\n\r\n\
+                 17\r\ndata: {\"id\":5,\"ok\":1}\n\n\r\n",
+            ],
+            TAIL_TIMEOUT + Duration::from_secs(2),
+        );
+        let mut c = Conn::new(addr, "/mcp", None);
+        let t0 = Instant::now();
+        let r = c.post_for(b"{}", Some(5)).unwrap();
+        assert!(r.answered.is_some());
+        assert!(t0.elapsed() < TAIL_TIMEOUT + Duration::from_secs(1));
+        assert!(c.io.is_none(), "the connection is dropped");
     }
 
     #[test]

@@ -7,10 +7,14 @@
 //!
 //! See BENCHMARKS.md at the repository root for what each figure means.
 
+mod account;
 mod drain;
 mod gateway;
 mod http;
 mod latency;
+mod mcp;
+mod peers;
+mod procs;
 mod startup;
 mod util;
 
@@ -23,6 +27,7 @@ corral-bench: benchmarks of Corral's stdio supervisor and gateway (loopback only
 
 USAGE:
     corral-bench [all|latency|drain|startup|gateway] [OPTIONS]
+    corral-bench peers [OPTIONS]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -33,13 +38,19 @@ BENCHMARKS:
                 the fixture called directly: latency, calls/s at 1, 8 and 32 in flight,
                 the gateway's CPU per call, its idle RSS with 1 and 10 servers
     all         all four (the default)
+    peers       Corral (stdio, bridge, HTTP) side by side with mcp-proxy and
+                supergateway (and 1MCP if installed) in front of the same fixture:
+                latency, calls/s at 1/8/32, a 1 MiB echo, tools/list with 500 tools,
+                start → first call, RSS, CPU per call. Not part of `all`: install the
+                peers first with scripts/install-bench-peers.sh (about 2 minutes)
 
 OPTIONS:
-    --calls N       sequential calls per path (default 20000; warm-up is 1000)
+    --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
+                    at most, each block is also bounded in time)
     --flood-mib N   size of the stderr flood in MiB (default 1024)
     --workers N     tokio worker threads for the supervisor (default 2)
-    --point-ms N    gateway: length of one round of one throughput point in ms
-                    (default 1500; 2 rounds per point)
+    --point-ms N    gateway, peers: length of one round of one throughput point in ms
+                    (default 1500 for gateway, 1000 for peers; 2 rounds per point)
     -h, --help      print this help
 
 PROFILING:
@@ -48,8 +59,8 @@ PROFILING:
                     keep N calls in flight (HTTP: N sessions) for SECS s, print calls/s
                     and CPU per call
 
-The fixture server (corral-fixture) and, for `gateway`, the `corral` binary must sit next
-to this binary: build them with `cargo build --release --workspace --bins`.";
+The fixture server (corral-fixture) and, for `gateway` and `peers`, the `corral` binary
+must sit next to this binary: build them with `cargo build --release --workspace --bins`.";
 
 /// What to run, from the command line.
 #[derive(Debug, Clone)]
@@ -104,6 +115,7 @@ fn main() -> ExitCode {
         flood_mib: 1024,
         point: Duration::from_millis(1500),
     };
+    let mut point_set = false;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -119,11 +131,14 @@ fn main() -> ExitCode {
                 match arg.as_str() {
                     "--calls" => opts.calls = (n as usize).max(1),
                     "--flood-mib" => opts.flood_mib = n,
-                    "--point-ms" => opts.point = Duration::from_millis(n.max(10)),
+                    "--point-ms" => {
+                        opts.point = Duration::from_millis(n.max(10));
+                        point_set = true;
+                    }
                     _ => util::WORKERS.store((n as usize).max(1), Ordering::Relaxed),
                 }
             }
-            "all" | "latency" | "drain" | "startup" | "gateway" if which.is_none() => {
+            "all" | "latency" | "drain" | "startup" | "gateway" | "peers" if which.is_none() => {
                 which = Some(arg.clone())
             }
             other => {
@@ -142,25 +157,46 @@ fn main() -> ExitCode {
     };
 
     // Fail before any benchmark runs if the gateway binary is missing.
-    let corral = match (which == "all" || which == "gateway").then(util::corral_path) {
-        Some(Err(msg)) => {
-            eprintln!("corral-bench: {msg}");
-            return ExitCode::FAILURE;
-        }
-        Some(Ok(p)) => Some(p),
-        None => None,
-    };
+    let corral =
+        match (which == "all" || which == "gateway" || which == "peers").then(util::corral_path) {
+            Some(Err(msg)) => {
+                eprintln!("corral-bench: {msg}");
+                return ExitCode::FAILURE;
+            }
+            Some(Ok(p)) => Some(p),
+            None => None,
+        };
 
     println!("{}", util::machine_header());
-    println!(
-        "Settings: `{which}`, {} sequential calls per path, {} MiB flood, {} tokio worker \
-         thread(s) for the supervisor.\n",
-        opts.calls,
-        opts.flood_mib,
-        util::WORKERS.load(Ordering::Relaxed)
-    );
+    if which == "peers" {
+        println!(
+            "Settings: `peers`, at most {} sequential calls per gateway.\n",
+            opts.calls
+        );
+    } else {
+        println!(
+            "Settings: `{which}`, {} sequential calls per path, {} MiB flood, {} tokio worker \
+             thread(s) for the supervisor.\n",
+            opts.calls,
+            opts.flood_mib,
+            util::WORKERS.load(Ordering::Relaxed)
+        );
+    }
     let run = |name: &str| which == "all" || which == name;
     let result = (|| -> Result<(), String> {
+        if which == "peers" {
+            let corral = corral.as_ref().expect("looked up for peers");
+            let po = peers::PeersOpts {
+                calls: opts.calls,
+                point: if point_set {
+                    opts.point
+                } else {
+                    Duration::from_millis(1000)
+                },
+            };
+            println!("{}", peers::run(&fixture, corral, &po)?);
+            return Ok(());
+        }
         if run("latency") {
             println!("{}", latency::run(&fixture, &opts)?);
         }

@@ -228,6 +228,50 @@ pub fn children_of(pid: u32) -> Vec<(u32, String)> {
     out
 }
 
+/// The live descendants of `pid` (pid and `comm`), children first.
+pub fn descendants_of(pid: u32) -> Vec<(u32, String)> {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    // (pid, ppid, comm) of every process.
+    let all: Vec<(u32, u32, String)> = rd
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|p| {
+            let stat = std::fs::read_to_string(format!("/proc/{p}/stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let comm = head.split_once('(')?.1.to_owned();
+            let ppid: u32 = rest.split_whitespace().nth(1)?.parse().ok()?;
+            Some((p, ppid, comm))
+        })
+        .collect();
+    let mut out: Vec<(u32, String)> = Vec::new();
+    let mut parents = vec![pid];
+    while let Some(parent) = parents.pop() {
+        for (p, ppid, comm) in &all {
+            if *ppid == parent && !out.iter().any(|(q, _)| q == p) {
+                out.push((*p, comm.clone()));
+                parents.push(*p);
+            }
+        }
+    }
+    out
+}
+
+/// User + system CPU of the children a live process has reaped (`cutime` + `cstime` of
+/// `/proc/<pid>/stat`, which include their own reaped children), at clock-tick
+/// resolution.
+pub fn proc_children_cpu(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let cutime: u64 = fields.get(13)?.parse().ok()?;
+    let cstime: u64 = fields.get(14)?.parse().ok()?;
+    // SAFETY: sysconf with a valid name has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    Some(Duration::from_nanos((cutime + cstime) * 1_000_000_000 / hz))
+}
+
 /// The thread ids of a live process.
 pub fn task_ids(pid: u32) -> Vec<u32> {
     let mut v: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
@@ -453,9 +497,12 @@ mod tests {
             .spawn()
             .unwrap();
         let kids = children_of(pid);
+        let desc = descendants_of(pid);
         let _ = child.kill();
         let _ = child.wait();
         assert!(kids.contains(&(child.id(), "sleep".to_owned())), "{kids:?}");
+        assert!(desc.contains(&(child.id(), "sleep".to_owned())), "{desc:?}");
+        assert!(proc_children_cpu(pid).is_some());
         assert!(task_ids(pid).contains(&pid));
     }
 }
