@@ -263,7 +263,7 @@ impl Hub {
         for w in waits.collect::<Vec<_>>() {
             let _ = w.await;
         }
-        self.rebuild();
+        self.refresh();
     }
 
     /// Rebuilds the catalog if any server changed state or tools since it was built

@@ -155,8 +155,7 @@ impl Session {
             (_, Some(_), Some(id)) => id.get().to_owned(),
         };
         drop(env);
-        let (cancel_tx, cancel_rx) = oneshot::channel();
-        self.inflight.lock().unwrap().insert(key.clone(), cancel_tx);
+        let cancel = self.register(key.clone());
         let this = self.clone();
         tokio::spawn(async move {
             let env = Envelope::parse(&message).expect("parsed above");
@@ -164,13 +163,35 @@ impl Session {
                 env.id.expect("a request"),
                 env.method.as_deref().expect("a request"),
             );
-            let out = tokio::select! {
-                r = this.request(id, method, env.params) => Some(r),
-                _ = cancel_rx => None,
-            };
-            this.inflight.lock().unwrap().remove(&key);
-            reply(out);
+            reply(
+                this.run_cancellable(id, method, env.params, key, cancel)
+                    .await,
+            );
         });
+    }
+
+    /// Makes request `key` cancellable by `notifications/cancelled`.
+    fn register(&self, key: String) -> oneshot::Receiver<()> {
+        let (tx, rx) = oneshot::channel();
+        self.inflight.lock().unwrap().insert(key, tx);
+        rx
+    }
+
+    /// Runs a registered request until it answers or is cancelled (`None`).
+    async fn run_cancellable(
+        &self,
+        id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+        key: String,
+        cancel: oneshot::Receiver<()>,
+    ) -> Option<Vec<u8>> {
+        let out = tokio::select! {
+            r = self.request(id, method, params) => Some(r),
+            _ = cancel => None,
+        };
+        self.inflight.lock().unwrap().remove(&key);
+        out
     }
 
     /// Handles one request inline and returns its response (`None` if it was cancelled
@@ -182,14 +203,9 @@ impl Session {
             return None;
         };
         let key = id.get().to_owned();
-        let (cancel_tx, cancel_rx) = oneshot::channel();
-        self.inflight.lock().unwrap().insert(key.clone(), cancel_tx);
-        let out = tokio::select! {
-            r = self.request(id, method, env.params) => Some(r),
-            _ = cancel_rx => None,
-        };
-        self.inflight.lock().unwrap().remove(&key);
-        out
+        let cancel = self.register(key.clone());
+        self.run_cancellable(id, method, env.params, key, cancel)
+            .await
     }
 
     fn notification(&self, method: &str, params: Option<&RawValue>) {
@@ -315,9 +331,8 @@ impl Session {
             Some(r) => Some(r.clone()),
             None => {
                 // Its server may still be starting, or just became ready and the catalog
-                // is not rebuilt yet: wait (bounded), rebuild, look again.
+                // is not rebuilt yet: wait (bounded; this refreshes the catalog), look again.
                 self.hub.await_starting().await;
-                self.hub.rebuild();
                 self.hub.catalog().routes.get(p.name.as_ref()).cloned()
             }
         };
@@ -368,19 +383,10 @@ impl Session {
         if let Some(n) = progress_id {
             self.hub.forget_progress(n);
         }
-        match result {
-            Ok(r) => jsonrpc::result(id, r.get()),
-            Err(CallError::Rpc {
-                source:
-                    RpcError::Server {
-                        code,
-                        message,
-                        data,
-                    },
-                ..
-            }) => jsonrpc::error_with_data(Some(id), code, &message, data.as_deref()),
-            Err(e) => jsonrpc::result(id, &jsonrpc::tool_error_result(&agent_message(&e))),
-        }
+        // A gateway-side failure of a tool call is a tool error the model can read.
+        reply(id, result, |e| {
+            jsonrpc::result(id, &jsonrpc::tool_error_result(&agent_message(&e)))
+        })
     }
 
     fn unknown_tool(&self, id: &RawValue, name: &str) -> Vec<u8> {
@@ -578,12 +584,9 @@ impl Session {
     }
 
     async fn prompt_get(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
-        let Some(mut p) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
-            return jsonrpc::error(
-                Some(id),
-                jsonrpc::INVALID_PARAMS,
-                "prompts/get needs params {name}",
-            );
+        let mut p = match params_value(id, params, "prompts/get needs params {name}") {
+            Ok(p) => p,
+            Err(response) => return response,
         };
         let name = p
             .get("name")
@@ -626,12 +629,10 @@ impl Session {
     }
 
     async fn complete(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
-        let Some(mut p) = params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok()) else {
-            return jsonrpc::error(
-                Some(id),
-                jsonrpc::INVALID_PARAMS,
-                "completion/complete needs params {ref, argument}",
-            );
+        let usage = "completion/complete needs params {ref, argument}";
+        let mut p = match params_value(id, params, usage) {
+            Ok(p) => p,
+            Err(response) => return response,
         };
         let kind = p
             .pointer("/ref/type")
@@ -719,20 +720,39 @@ impl Session {
             );
         };
         let _call = self.hub.begin_call(server, self.shared.id, id);
-        match h.request(method, params).await {
-            Ok(r) => jsonrpc::result(id, r.get()),
-            Err(CallError::Rpc {
-                source:
-                    RpcError::Server {
-                        code,
-                        message,
-                        data,
-                    },
-                ..
-            }) => jsonrpc::error_with_data(Some(id), code, &message, data.as_deref()),
-            Err(e) => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &agent_message(&e)),
-        }
+        reply(id, h.request(method, params).await, |e| {
+            jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &agent_message(&e))
+        })
     }
+}
+
+/// A server's answer as the agent's response: results and the server's own JSON-RPC
+/// errors pass through unchanged; gateway-side failures are worded by `failed`.
+fn reply(
+    id: &RawValue,
+    result: Result<Box<RawValue>, CallError>,
+    failed: impl FnOnce(CallError) -> Vec<u8>,
+) -> Vec<u8> {
+    match result {
+        Ok(r) => jsonrpc::result(id, r.get()),
+        Err(CallError::Rpc {
+            source:
+                RpcError::Server {
+                    code,
+                    message,
+                    data,
+                },
+            ..
+        }) => jsonrpc::error_with_data(Some(id), code, &message, data.as_deref()),
+        Err(e) => failed(e),
+    }
+}
+
+/// `params` as a JSON object, or the invalid-params response naming what is expected.
+fn params_value(id: &RawValue, params: Option<&RawValue>, usage: &str) -> Result<Value, Vec<u8>> {
+    params
+        .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+        .ok_or_else(|| jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, usage))
 }
 
 /// A gateway-side failure worded for an agent: short, actionable, no raw stderr.
