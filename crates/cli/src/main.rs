@@ -1,3 +1,9 @@
+// mimalloc instead of glibc's malloc: a forwarded call makes a dozen small allocations,
+// and glibc spent ≈ 20% of the gateway's CPU on them (with `malloc_consolidate` run on
+// every allocation of a spawned request task). BENCHMARKS.md, "Issue 8 follow-up".
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     corral::run()
 }
