@@ -388,8 +388,7 @@ impl HttpGateway {
             );
         };
         let is_initialize = env.method.as_deref() == Some("initialize");
-        let is_request = env.is_request();
-        let request_key = env.id.map(|id| id.get().to_owned());
+        let request = env.to_request();
         drop(env);
 
         let hs = if is_initialize {
@@ -410,14 +409,14 @@ impl HttpGateway {
             }
         };
 
-        if !is_request {
-            hs.session.receive(body.to_vec(), Box::new(|_| {}));
+        let Some(request) = request else {
+            hs.session.receive(&body, Box::new(|_| {}));
             let mut r = full(StatusCode::ACCEPTED, "application/json", Bytes::new());
             r.headers_mut().remove(header::CONTENT_TYPE);
             return r;
-        }
+        };
 
-        let key = request_key.expect("a request has an id");
+        let key = request.id.get().to_owned();
         let (related_tx, mut related_rx) = mpsc::unbounded_channel::<Vec<u8>>();
         if accepts_sse {
             hs.out
@@ -430,7 +429,7 @@ impl HttpGateway {
         // The request runs right here, in this connection's task: no extra task, no
         // hand-off to another worker for the common case of a plain JSON reply.
         let session = hs.session.clone();
-        let mut reply_rx = Box::pin(async move { session.call(&body).await });
+        let mut reply_rx = Box::pin(async move { session.call(request).await });
 
         // Whichever comes first decides the response type.
         let first_related = tokio::select! {

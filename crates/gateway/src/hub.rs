@@ -313,24 +313,26 @@ impl Hub {
     /// Records that `session` has a call in flight on `server`; the guard removes it.
     pub(crate) fn begin_call<'a>(
         &'a self,
-        server: &str,
+        server: &'a str,
         session: u64,
         request: &RawValue,
     ) -> CallGuard<'a> {
         let seq = self.next_id();
-        self.calls
-            .lock()
-            .unwrap()
-            .entry(server.to_owned())
-            .or_default()
-            .push(ActiveCall {
-                seq,
-                session,
-                request: request.to_owned(),
-            });
+        let call = ActiveCall {
+            seq,
+            session,
+            request: request.to_owned(),
+        };
+        let mut calls = self.calls.lock().unwrap();
+        match calls.get_mut(server) {
+            Some(list) => list.push(call),
+            None => {
+                calls.insert(server.to_owned(), vec![call]);
+            }
+        }
         CallGuard {
             hub: self,
-            server: server.to_owned(),
+            server,
             seq,
         }
     }
@@ -541,14 +543,14 @@ impl Hub {
 /// Removes a call from the in-flight set when dropped.
 pub(crate) struct CallGuard<'a> {
     hub: &'a Hub,
-    server: String,
+    server: &'a str,
     seq: u64,
 }
 
 impl Drop for CallGuard<'_> {
     fn drop(&mut self) {
         let mut calls = self.hub.calls.lock().unwrap();
-        if let Some(list) = calls.get_mut(&self.server) {
+        if let Some(list) = calls.get_mut(self.server) {
             list.retain(|c| c.seq != self.seq);
         }
     }

@@ -40,11 +40,40 @@ impl<'a> Envelope<'a> {
         self.method.is_some() && self.id.is_some()
     }
 
+    /// This message as an owned [`Request`], if it is one.
+    pub fn to_request(&self) -> Option<Request> {
+        Some(Request {
+            id: self.id?.to_owned(),
+            method: self.method.as_deref()?.into(),
+            params: self.params.map(ToOwned::to_owned),
+        })
+    }
+
     /// A response to one of our requests: id, no method.
     pub fn is_response(&self) -> bool {
         self.method.is_none()
             && self.id.is_some()
             && (self.result.is_some() || self.error.is_some())
+    }
+}
+
+/// A request from the agent, parsed once and owned, so that the message it came in can
+/// be reused or dropped while the request runs.
+#[derive(Debug)]
+pub struct Request {
+    pub id: Box<RawValue>,
+    pub method: Box<str>,
+    pub params: Option<Box<RawValue>>,
+}
+
+/// Appends `s` as a JSON string (quoted, escaped where needed).
+pub fn push_str(out: &mut String, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).expect("strings serialize"));
     }
 }
 

@@ -9,7 +9,7 @@
 
 use crate::catalog::Route;
 use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
-use crate::jsonrpc::{self, Envelope};
+use crate::jsonrpc::{self, Envelope, Request};
 use crate::naming;
 use corral_supervisor::{CallError, RpcError, ServerState};
 use serde::Deserialize;
@@ -127,8 +127,8 @@ impl Session {
     /// before this returns (so a `notifications/cancelled` can never overtake the request
     /// it cancels); requests run on their own task. `reply` gets the response, or `None`
     /// for notifications, responses and cancelled requests.
-    pub fn receive(self: &Arc<Self>, message: Vec<u8>, reply: Reply) {
-        let Some(env) = Envelope::parse(&message) else {
+    pub fn receive(self: &Arc<Self>, message: &[u8], reply: Reply) {
+        let Some(env) = Envelope::parse(message) else {
             reply(Some(jsonrpc::error(
                 None,
                 jsonrpc::PARSE_ERROR,
@@ -136,7 +136,7 @@ impl Session {
             )));
             return;
         };
-        let key = match (env.is_response(), env.method.as_deref(), env.id) {
+        let request = match (env.is_response(), env.method.as_deref(), env.id) {
             (true, _, Some(id)) => {
                 self.hub.client_response(id, env.result, env.error);
                 return reply(None);
@@ -152,60 +152,44 @@ impl Session {
                 self.notification(method, env.params);
                 return reply(None);
             }
-            (_, Some(_), Some(id)) => id.get().to_owned(),
+            (_, Some(_), Some(_)) => env.to_request().expect("a request"),
         };
-        drop(env);
-        let cancel = self.register(key.clone());
+        let cancel = self.register(&request);
         let this = self.clone();
-        tokio::spawn(async move {
-            let env = Envelope::parse(&message).expect("parsed above");
-            let (id, method) = (
-                env.id.expect("a request"),
-                env.method.as_deref().expect("a request"),
-            );
-            reply(
-                this.run_cancellable(id, method, env.params, key, cancel)
-                    .await,
-            );
-        });
+        tokio::spawn(async move { reply(this.run_cancellable(&request, cancel).await) });
     }
 
-    /// Makes request `key` cancellable by `notifications/cancelled`.
-    fn register(&self, key: String) -> oneshot::Receiver<()> {
+    /// Makes `request` cancellable by `notifications/cancelled`.
+    fn register(&self, request: &Request) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        self.inflight.lock().unwrap().insert(key, tx);
+        self.inflight
+            .lock()
+            .unwrap()
+            .insert(request.id.get().to_owned(), tx);
         rx
     }
 
     /// Runs a registered request until it answers or is cancelled (`None`).
     async fn run_cancellable(
         &self,
-        id: &RawValue,
-        method: &str,
-        params: Option<&RawValue>,
-        key: String,
+        request: &Request,
         cancel: oneshot::Receiver<()>,
     ) -> Option<Vec<u8>> {
+        let (id, params) = (&request.id, request.params.as_deref());
         let out = tokio::select! {
-            r = self.request(id, method, params) => Some(r),
+            r = self.request(id, &request.method, params) => Some(r),
             _ = cancel => None,
         };
-        self.inflight.lock().unwrap().remove(&key);
+        self.inflight.lock().unwrap().remove(id.get());
         out
     }
 
-    /// Handles one request inline and returns its response (`None` if it was cancelled
-    /// or is not a request). For transports that already run each request on its own
-    /// task (HTTP: one per connection).
-    pub async fn call(&self, message: &[u8]) -> Option<Vec<u8>> {
-        let env = Envelope::parse(message)?;
-        let (Some(id), Some(method)) = (env.id, env.method.as_deref()) else {
-            return None;
-        };
-        let key = id.get().to_owned();
-        let cancel = self.register(key.clone());
-        self.run_cancellable(id, method, env.params, key, cancel)
-            .await
+    /// Handles one request inline and returns its response (`None` if it was
+    /// cancelled). For transports that already run each request on its own task (HTTP:
+    /// one per connection).
+    pub async fn call(&self, request: Request) -> Option<Vec<u8>> {
+        let cancel = self.register(&request);
+        self.run_cancellable(&request, cancel).await
     }
 
     fn notification(&self, method: &str, params: Option<&RawValue>) {
@@ -327,17 +311,16 @@ impl Session {
                 "tools/call needs params {name, arguments}",
             );
         };
-        let route = match self.hub.catalog().routes.get(p.name.as_ref()) {
-            Some(r) => Some(r.clone()),
-            None => {
-                // Its server may still be starting, or just became ready and the catalog
-                // is not rebuilt yet: wait (bounded; this refreshes the catalog), look again.
-                self.hub.await_starting().await;
-                self.hub.catalog().routes.get(p.name.as_ref()).cloned()
-            }
-        };
-        let (server, tool) = match route {
-            Some(Route::Server { server, tool }) => (server, tool),
+        let name = p.name.as_ref();
+        let mut catalog = self.hub.catalog();
+        if !catalog.routes.contains_key(name) {
+            // Its server may still be starting, or just became ready and the catalog
+            // is not rebuilt yet: wait (bounded; this refreshes the catalog), look again.
+            self.hub.await_starting().await;
+            catalog = self.hub.catalog();
+        }
+        let (server, tool) = match catalog.routes.get(name) {
+            Some(Route::Server { server, tool }) => (server.as_str(), tool.as_str()),
             Some(Route::Builtin(b)) => {
                 let args: Value = p
                     .arguments
@@ -346,18 +329,19 @@ impl Session {
                 let result = b.call(&self.hub.servers(), &args).await;
                 return jsonrpc::result(id, &result);
             }
-            None => return self.unknown_tool(id, &p.name),
+            None => return self.unknown_tool(id, name),
         };
-        let Some(handle) = self.hub.servers().get(&server).cloned() else {
-            return self.unknown_tool(id, &p.name);
+        let servers = self.hub.servers();
+        let Some(handle) = servers.get(server) else {
+            return self.unknown_tool(id, name);
         };
-        let _call = self.hub.begin_call(&server, self.shared.id, id);
+        let _call = self.hub.begin_call(server, self.shared.id, id);
         // Build the forwarded params: the original tool name, the arguments as they are,
         // and `_meta` with a progress token unique across sessions.
         let mut progress_id = None;
         let mut forwarded = String::with_capacity(64 + p.arguments.map_or(0, |a| a.get().len()));
         forwarded.push_str(r#"{"name":"#);
-        forwarded.push_str(&serde_json::to_string(&tool).expect("strings serialize"));
+        jsonrpc::push_str(&mut forwarded, tool);
         if let Some(args) = p.arguments {
             forwarded.push_str(r#","arguments":"#);
             forwarded.push_str(args.get());
@@ -378,8 +362,9 @@ impl Session {
             forwarded.push_str(&Value::Object(meta).to_string());
         }
         forwarded.push('}');
-        let forwarded = jsonrpc::raw(forwarded);
-        let result = handle.request("tools/call", Some(&forwarded)).await;
+        // Every piece is JSON we parsed or built, so the server gets it without another
+        // validating parse.
+        let result = handle.request_json("tools/call", Some(&forwarded)).await;
         if let Some(n) = progress_id {
             self.hub.forget_progress(n);
         }

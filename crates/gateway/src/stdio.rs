@@ -60,7 +60,7 @@ pub async fn serve(
         }
         let tx = tx.clone();
         session.receive(
-            std::mem::take(&mut line),
+            &line,
             Box::new(move |reply| {
                 if let Some(r) = reply {
                     let _ = tx.send(r);

@@ -186,11 +186,12 @@ impl Connection {
     }
 
     /// Sends a request and waits for its result, at most `timeout` (which includes the
-    /// wait for a concurrency permit).
+    /// wait for a concurrency permit). `params` is JSON text: a [`RawValue`]'s, or JSON
+    /// the caller built (it is sent as it is, not parsed again).
     pub async fn request(
         &self,
         method: &str,
-        params: Option<&RawValue>,
+        params: Option<&str>,
         timeout: Duration,
     ) -> Result<Box<RawValue>, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
@@ -220,12 +221,12 @@ impl Connection {
             id,
             done: false,
         };
-        let mut line = String::with_capacity(64 + params.map_or(0, |p| p.get().len()));
+        let mut line = String::with_capacity(64 + params.map_or(0, str::len));
         let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},"method":"#);
         push_json_str(&mut line, method);
         if let Some(p) = params {
             line.push_str(r#","params":"#);
-            push_single_line(&mut line, p.get());
+            push_single_line(&mut line, p);
         }
         line.push_str("}\n");
         if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
@@ -340,7 +341,13 @@ impl Drop for InFlight<'_> {
 }
 
 fn push_json_str(out: &mut String, s: &str) {
-    out.push_str(&serde_json::to_string(s).expect("strings serialize"));
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(s).expect("strings serialize"));
+    }
 }
 
 /// Appends raw JSON keeping it on one line: a newline in JSON text can only be

@@ -383,6 +383,16 @@ impl ServerHandle {
         method: &str,
         params: Option<&RawValue>,
     ) -> Result<Box<RawValue>, CallError> {
+        self.request_json(method, params.map(RawValue::get)).await
+    }
+
+    /// [`request`](Self::request) with params as JSON text the caller built or already
+    /// parsed: it goes to the server as it is, without another validating parse.
+    pub async fn request_json(
+        &self,
+        method: &str,
+        params: Option<&str>,
+    ) -> Result<Box<RawValue>, CallError> {
         let timeout = self.shared.cfg.call_timeout;
         let conn = match self.connection() {
             Some(c) => c,
@@ -394,7 +404,7 @@ impl ServerHandle {
         conn.request(method, params, timeout).await.map_err(|e| {
             if let RpcError::Timeout { after, .. } = &e {
                 let tool = params
-                    .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                    .and_then(|p| serde_json::from_str::<Value>(p).ok())
                     .and_then(|v| v.get("name").and_then(Value::as_str).map(String::from));
                 self.shared.emit(
                     self.shared
@@ -1136,9 +1146,8 @@ async fn handshake(
         "capabilities": capabilities,
         "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
     });
-    let params = RawValue::from_string(params.to_string()).expect("valid JSON");
     let result = conn
-        .request("initialize", Some(&params), cfg.startup_timeout)
+        .request("initialize", Some(&params.to_string()), cfg.startup_timeout)
         .await?;
     let init: Value = serde_json::from_str(result.get()).map_err(|e| RpcError::Invalid {
         method: "initialize".into(),
@@ -1195,9 +1204,7 @@ pub(crate) async fn list_tools(
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let params = cursor
-            .as_ref()
-            .map(|c| RawValue::from_string(json!({ "cursor": c }).to_string()).expect("valid"));
+        let params = cursor.as_ref().map(|c| json!({ "cursor": c }).to_string());
         let result = conn
             .request("tools/list", params.as_deref(), timeout)
             .await?;
