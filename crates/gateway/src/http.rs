@@ -87,13 +87,15 @@ impl Body for McpBody {
     }
 }
 
-fn full(status: StatusCode, content_type: &str, body: impl Into<Bytes>) -> Response<McpBody> {
+fn full(
+    status: StatusCode,
+    content_type: &'static str,
+    body: impl Into<Bytes>,
+) -> Response<McpBody> {
     let mut r = Response::new(McpBody::Full(Full::new(body.into())));
     *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_str(content_type).expect("valid"),
-    );
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     r
 }
 
