@@ -22,7 +22,7 @@ pub enum Route {
 pub struct Catalog {
     /// The `tools/list` result, serialized.
     pub list_json: String,
-    pub routes: HashMap<String, Route>,
+    pub routes: crate::FastMap<String, Route>,
     /// Exposed names that two servers both wanted (with `tool_prefix = "never"`): each
     /// entry names the tool and both servers. The later server's tool is exposed as
     /// `<server>__<tool>` instead, so nothing is lost or ambiguous.
@@ -55,7 +55,7 @@ impl Catalog {
     ) -> Catalog {
         let servers: Vec<&ServerHandle> = servers.collect();
         let fingerprint = fingerprint(servers.iter().copied());
-        let mut routes = HashMap::new();
+        let mut routes = crate::FastMap::default();
         let mut owners: HashMap<String, String> = HashMap::new();
         let mut tools = Vec::new();
         let mut collisions = Vec::new();

@@ -24,10 +24,10 @@ use crate::session::{PROTOCOL_VERSIONS, Session};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming};
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::value::RawValue;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -37,6 +37,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
+
+/// Header names looked up on every request, parsed once.
+const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -112,7 +116,7 @@ fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<McpBody> 
 #[derive(Default)]
 struct Streams {
     /// Open POST replies waiting for messages related to their request, by raw id.
-    per_request: HashMap<String, mpsc::UnboundedSender<Vec<u8>>>,
+    per_request: crate::FastMap<String, mpsc::UnboundedSender<Vec<u8>>>,
     /// The GET stream, if open.
     general: Option<mpsc::UnboundedSender<Bytes>>,
     /// What arrived while no GET stream was open.
@@ -172,7 +176,7 @@ const SESSION_IDLE: Duration = Duration::from_secs(3600);
 pub struct HttpGateway {
     hub: Arc<Hub>,
     opts: HttpOptions,
-    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    sessions: Mutex<crate::FastMap<String, Arc<HttpSession>>>,
     counter: AtomicU64,
 }
 
@@ -181,7 +185,7 @@ impl HttpGateway {
         Arc::new(HttpGateway {
             hub,
             opts,
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(crate::FastMap::default()),
             counter: AtomicU64::new(0),
         })
     }
@@ -329,7 +333,7 @@ impl HttpGateway {
         &self,
         headers: &hyper::HeaderMap,
     ) -> Result<Arc<HttpSession>, Response<McpBody>> {
-        let Some(id) = headers.get("mcp-session-id").and_then(|h| h.to_str().ok()) else {
+        let Some(id) = headers.get(&MCP_SESSION_ID).and_then(|h| h.to_str().ok()) else {
             return Err(rpc_error(
                 StatusCode::BAD_REQUEST,
                 jsonrpc::INVALID_REQUEST,
@@ -357,7 +361,7 @@ impl HttpGateway {
             .is_some_and(|a| a.contains("text/event-stream") || a.contains("*/*"));
         if let Some(v) = req
             .headers()
-            .get("mcp-protocol-version")
+            .get(&MCP_PROTOCOL_VERSION)
             .and_then(|h| h.to_str().ok())
             && !PROTOCOL_VERSIONS.contains(&v)
         {
@@ -370,7 +374,7 @@ impl HttpGateway {
                 ),
             );
         }
-        let session_header = req.headers().get("mcp-session-id").is_some();
+        let session_header = req.headers().get(&MCP_SESSION_ID).is_some();
         let (parts, body) = req.into_parts();
         let body = match Limited::new(body, MAX_BODY).collect().await {
             Ok(b) => b.to_bytes(),
@@ -529,10 +533,8 @@ impl HttpGateway {
             .find(|(_, s)| Arc::ptr_eq(s, hs))
             .map(|(k, _)| k.clone());
         if let Some(id) = id {
-            r.headers_mut().insert(
-                "mcp-session-id",
-                HeaderValue::from_str(&id).expect("hex id"),
-            );
+            r.headers_mut()
+                .insert(MCP_SESSION_ID, HeaderValue::from_str(&id).expect("hex id"));
         }
     }
 
@@ -592,7 +594,7 @@ impl HttpGateway {
     fn delete(&self, req: Request<Incoming>) -> Response<McpBody> {
         let Some(id) = req
             .headers()
-            .get("mcp-session-id")
+            .get(&MCP_SESSION_ID)
             .and_then(|h| h.to_str().ok())
         else {
             return rpc_error(

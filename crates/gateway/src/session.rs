@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
@@ -87,7 +87,7 @@ pub struct Session {
     hub: Arc<Hub>,
     shared: Arc<SessionShared>,
     /// Requests in flight by raw id text, for cancellation.
-    inflight: Mutex<HashMap<String, oneshot::Sender<()>>>,
+    inflight: Mutex<crate::FastMap<String, oneshot::Sender<()>>>,
 }
 
 /// Delivers the reply to one message (`None`: nothing to send back).
@@ -106,7 +106,7 @@ impl Session {
                 protocol: Mutex::new(None),
                 subscriptions: Mutex::new(HashSet::new()),
             }),
-            inflight: Mutex::new(HashMap::new()),
+            inflight: Mutex::new(crate::FastMap::default()),
         })
     }
 

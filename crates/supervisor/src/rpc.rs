@@ -140,7 +140,7 @@ type Reply = Result<Box<RawValue>, RpcError>;
 
 #[derive(Default)]
 struct Pending {
-    waiters: HashMap<u64, oneshot::Sender<Reply>>,
+    waiters: HashMap<u64, oneshot::Sender<Reply>, foldhash::fast::RandomState>,
     closed: Option<Arc<str>>,
 }
 
@@ -453,9 +453,10 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return not_json(conn, text, sink);
     }
-    let env: Envelope<'_> = match serde_json::from_slice(text) {
-        Ok(env) => env,
-        Err(_) => return not_json(conn, text, sink),
+    // One UTF-8 check of the whole line, instead of one per string and per raw value.
+    let env: Envelope<'_> = match std::str::from_utf8(text).map(serde_json::from_str) {
+        Ok(Ok(env)) => env,
+        _ => return not_json(conn, text, sink),
     };
     match (env.method, env.id) {
         (None, Some(id)) => {
