@@ -16,14 +16,26 @@ pub const INTERNAL_ERROR: i64 = -32603;
 pub struct Envelope<'a> {
     #[serde(borrow, default)]
     pub id: Option<&'a RawValue>,
+    /// (A newtype, because serde borrows a `Cow` only when it is not inside an `Option`.)
     #[serde(borrow, default)]
-    pub method: Option<Cow<'a, str>>,
+    pub method: Option<Text<'a>>,
     #[serde(borrow, default)]
     pub params: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub result: Option<&'a RawValue>,
     #[serde(borrow, default)]
     pub error: Option<&'a RawValue>,
+}
+
+/// A string borrowed from the message unless it had escapes.
+#[derive(Debug, Deserialize)]
+pub struct Text<'a>(#[serde(borrow)] pub Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
 }
 
 impl<'a> Envelope<'a> {
@@ -81,7 +93,8 @@ pub fn push_str(out: &mut String, s: &str) {
 
 /// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`.
 pub fn result(id: &RawValue, result: &str) -> Vec<u8> {
-    let mut out = Vec::with_capacity(40 + result.len());
+    // Exactly the length needed: a full Vec becomes `Bytes` without another allocation.
+    let mut out = Vec::with_capacity(33 + id.get().len() + result.len());
     out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     out.extend_from_slice(id.get().as_bytes());
     out.extend_from_slice(br#","result":"#);
@@ -177,5 +190,37 @@ mod tests {
         assert!(q.is_request());
         assert!(Envelope::parse(b"[1]").is_none());
         assert!(Envelope::parse(b"garbage").is_none());
+        assert!(Envelope::parse(b"{\"method\":\"a\xff\"}").is_none());
+    }
+
+    #[test]
+    fn an_escaped_method_is_unescaped_and_a_plain_one_borrowed() {
+        let q = Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#).unwrap();
+        assert_eq!(q.method.as_deref(), Some("tools/call"));
+        let q = Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#).unwrap();
+        assert!(matches!(q.method.unwrap().0, Cow::Borrowed("tools/call")));
+    }
+
+    #[test]
+    fn results_are_built_at_their_exact_length() {
+        let r = result(&raw("\"req-12\"".into()), r#"{"a":[1,2]}"#);
+        assert_eq!(r.len(), r.capacity());
+    }
+
+    #[test]
+    fn push_str_escapes_like_serde() {
+        for s in [
+            "plain",
+            "quo\"te",
+            "back\\slash",
+            "new\nline",
+            "tab\t",
+            "ünï",
+            "\u{1}",
+        ] {
+            let mut out = String::new();
+            push_str(&mut out, s);
+            assert_eq!(out, serde_json::to_string(s).unwrap());
+        }
     }
 }
