@@ -24,6 +24,12 @@ impl Pids {
         }
     }
 
+    /// Every process of the path that is not the client: the gateway's processes (their
+    /// descendants follow them) or, direct, the fixture.
+    pub fn all(&self) -> Vec<u32> {
+        self.gateway.iter().copied().chain(self.server).collect()
+    }
+
     /// Gateway processes; their descendants are the servers.
     pub fn gateway(pids: &[u32]) -> Pids {
         Pids {

@@ -475,6 +475,8 @@ impl Runner {
 struct MainFigs {
     seq: Option<Fig>,
     tput: [Option<Fig>; 3],
+    /// The same loads with the client and every process of the path on one vCPU.
+    one_cpu: [Option<Fig>; 3],
     big: Option<Result<BigFig, String>>,
     idle: Option<Memory>,
     loaded: Option<Memory>,
@@ -739,6 +741,32 @@ fn main_phase(
         for (i, acc) in accs.into_iter().enumerate() {
             if runners[i].ok() && !acc.samples.is_empty() {
                 figs[i].tput[li] = Some(acc.finish());
+            }
+        }
+    }
+    // The same loads with every process of each path on the client's vCPU. On this VM a
+    // wake-up across vCPUs costs the waker several µs (the other vCPU halts when idle,
+    // and waking it goes through the hypervisor), so CPU per call depends on where the
+    // scheduler happened to put the processes; on one vCPU it does not.
+    eprintln!("peers: the same loads again, every process of each path on one vCPU");
+    for (li, &level) in LEVELS.iter().enumerate() {
+        let mut accs: Vec<Acc> = (0..N).map(|_| Acc::default()).collect();
+        for round in 0..ROUNDS {
+            for i in order(round) {
+                let r = &mut runners[i];
+                let pids = r.pids.clone();
+                let acc = &mut accs[i];
+                let procs = pids.all();
+                let restore = util::pin_to_one_cpu(&procs);
+                r.run(|c| acc.measure(&pids, || c.load(level, opts.point)));
+                if let Some(mask) = restore {
+                    util::set_affinity(&procs, &mask);
+                }
+            }
+        }
+        for (i, acc) in accs.into_iter().enumerate() {
+            if runners[i].ok() && !acc.samples.is_empty() {
+                figs[i].one_cpu[li] = Some(acc.finish());
             }
         }
     }
@@ -1339,6 +1367,17 @@ fn render(bins: &PeerBins, opts: &PeersOpts, main: &[MainFigs], scns: &[ScnFigs]
             },
         ));
     }
+    for (li, level) in LEVELS.iter().enumerate() {
+        rows.push(fig_row(
+            &format!("calls/s, {level} in flight / session(s), one vCPU"),
+            Better::Higher,
+            &|f| {
+                f.one_cpu[li]
+                    .as_ref()
+                    .map(|t| (t.calls_per_sec, util::thousands(t.calls_per_sec)))
+            },
+        ));
+    }
     rows.push(fig_row(
         "p50 (µs), 32 in flight / sessions",
         Better::Lower,
@@ -1501,15 +1540,24 @@ fn render(bins: &PeerBins, opts: &PeersOpts, main: &[MainFigs], scns: &[ScnFigs]
             &|f| f.tput[li].as_ref(),
         ));
     }
+    for (li, level) in LEVELS.iter().enumerate() {
+        rows.push(cpu_row(
+            &format!("gateway CPU per call (µs), {level} in flight / session(s), one vCPU"),
+            &|f| f.one_cpu[li].as_ref(),
+        ));
+    }
 
     out += &format!(
         "### Summary\n\n\
          Sequential: up to {} calls per gateway in {SEQ_ROUNDS} interleaved rounds, each \
          gateway's block bounded by {:.1} s (so slow gateways have fewer calls: see \
          \"calls measured\"; a p99.9 over fewer than 1,000 calls is close to the maximum). \
-         Throughput: {ROUNDS} × {:.1} s per point, interleaved. The last column compares \
-         Corral HTTP with the best peer on the row (like for like: every peer is stdio → \
-         Streamable HTTP).\n\n",
+         Throughput: {ROUNDS} × {:.1} s per point, interleaved. \"One vCPU\": the same \
+         points again with this client and every process of the path pinned to one vCPU \
+         (left to the scheduler, a wake-up that crosses to the other, halted vCPU costs the \
+         waker several µs on this VM, so CPU per call depends on placement). The last \
+         column compares Corral HTTP with the best peer on the row (like for like: every \
+         peer is stdio → Streamable HTTP).\n\n",
         opts.calls,
         SEQ_BLOCK_TIME.as_secs_f64(),
         opts.point.as_secs_f64(),
@@ -1539,16 +1587,24 @@ fn render(bins: &PeerBins, opts: &PeersOpts, main: &[MainFigs], scns: &[ScnFigs]
             | gateway | load | calls | calls/s | p50 | p99 | p99.9 | gateway CPU | server CPU | client CPU |\n\
             |---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n";
     let mut churn = 0;
+    let loads = LEVELS.len();
     for (li, load) in std::iter::once("sequential".to_owned())
         .chain(LEVELS.iter().map(|l| format!("{l} in flight / sessions")))
+        .chain(
+            LEVELS
+                .iter()
+                .map(|l| format!("{l} in flight / sessions, one vCPU")),
+        )
         .enumerate()
     {
         for g in Gw::ALL {
             let f = &main[g.index()];
             let fig = if li == 0 {
                 f.seq.as_ref()
-            } else {
+            } else if li <= loads {
                 f.tput[li - 1].as_ref()
+            } else {
+                f.one_cpu[li - 1 - loads].as_ref()
             };
             let Some(fig) = fig else {
                 out += &format!("| {} | {load} | failed | | | | | | | |\n", g.short());
@@ -1691,6 +1747,7 @@ fn render(bins: &PeerBins, opts: &PeersOpts, main: &[MainFigs], scns: &[ScnFigs]
     // Issue 8's targets, as ratios within this run.
     let d_seq = main[Gw::Direct.index()].seq.as_ref();
     let tp = |g: Gw, li: usize| main[g.index()].tput[li].as_ref();
+    let one = |g: Gw, li: usize| main[g.index()].one_cpu[li].as_ref();
     let mut checks: Vec<(String, Option<bool>)> = Vec::new();
     let ratio_check =
         |label: &str, a: Option<f64>, b: Option<f64>, ok: &dyn Fn(f64) -> bool, pct: bool| match (
@@ -1752,12 +1809,54 @@ fn render(bins: &PeerBins, opts: &PeersOpts, main: &[MainFigs], scns: &[ScnFigs]
         &|r| r >= 0.5,
         true,
     ));
-    for (g, li, what) in [
-        (Gw::Stdio, 2, "Corral stdio, 32 in flight"),
-        (Gw::Http, 1, "Corral HTTP, 8 sessions"),
-        (Gw::Bridge, 2, "Corral bridge (+ daemon), 32 in flight"),
+    checks.push(ratio_check(
+        "Corral stdio p50 ≤ 2× direct p50 (1 in flight, one vCPU)",
+        p50(one(Gw::Stdio, 0)),
+        p50(one(Gw::Direct, 0)),
+        &|r| r <= 2.0,
+        false,
+    ));
+    checks.push(ratio_check(
+        "Corral HTTP p50 ≤ 3× direct stdio p50 (1 session / 1 in flight, one vCPU)",
+        p50(one(Gw::Http, 0)),
+        p50(one(Gw::Direct, 0)),
+        &|r| r <= 3.0,
+        false,
+    ));
+    checks.push(ratio_check(
+        "Corral stdio calls/s with 32 in flight ≥ 70% of direct (one vCPU)",
+        cps(one(Gw::Stdio, 2)),
+        cps(one(Gw::Direct, 2)),
+        &|r| r >= 0.7,
+        true,
+    ));
+    checks.push(ratio_check(
+        "Corral HTTP calls/s with 8 sessions ≥ 50% of direct (8 in flight, one vCPU)",
+        cps(one(Gw::Http, 1)),
+        cps(one(Gw::Direct, 1)),
+        &|r| r >= 0.5,
+        true,
+    ));
+    for (g, li, pinned, what) in [
+        (Gw::Stdio, 2, false, "Corral stdio, 32 in flight"),
+        (Gw::Http, 1, false, "Corral HTTP, 8 sessions"),
+        (
+            Gw::Bridge,
+            2,
+            false,
+            "Corral bridge (+ daemon), 32 in flight",
+        ),
+        (Gw::Stdio, 2, true, "Corral stdio, 32 in flight, one vCPU"),
+        (Gw::Http, 1, true, "Corral HTTP, 8 sessions, one vCPU"),
+        (
+            Gw::Bridge,
+            2,
+            true,
+            "Corral bridge (+ daemon), 32 in flight, one vCPU",
+        ),
     ] {
-        let cpu = tp(g, li).map(|f| f.gateway_cpu);
+        let fig = if pinned { one(g, li) } else { tp(g, li) };
+        let cpu = fig.map(|f| f.gateway_cpu);
         checks.push(match cpu {
             Some(c) => (
                 format!(

@@ -457,6 +457,51 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// Pins this thread and every thread of `pids` and of their descendants to the CPU this
+/// thread is on; returns the mask to restore, `None` if nothing was pinned. Left to the
+/// scheduler, a sequential ping-pong on this 2-vCPU VM settles either on one vCPU (the
+/// fast regime) or across both, where every hand-off wakes a halted vCPU (≈ 70–80 µs more
+/// per call, and the wake-ups show up as CPU of the client and the gateway). Which one a
+/// path lands in depends on what ran before, not on the path: the bridge shares the
+/// daemon with HTTP and mostly landed split while stdio landed on one vCPU, which made
+/// the bridge look 4–5× slower than stdio.
+pub fn pin_to_one_cpu(pids: &[u32]) -> Option<libc::cpu_set_t> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills the one we
+    // own, sched_getcpu has no preconditions, and CPU_SET gets a CPU the kernel named.
+    let (old, one) = unsafe {
+        let mut old: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of_val(&old), &mut old) != 0 {
+            return None;
+        }
+        let cpu = usize::try_from(libc::sched_getcpu()).ok()?;
+        let mut one: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut one);
+        (old, one)
+    };
+    set_affinity(pids, &one);
+    Some(old)
+}
+
+/// Sets the CPUs of this thread and of every thread of `pids` and of their descendants.
+pub fn set_affinity(pids: &[u32], set: &libc::cpu_set_t) {
+    let mut procs = pids.to_vec();
+    for &p in pids {
+        procs.extend(descendants_of(p).into_iter().map(|(pid, _)| pid));
+    }
+    let tids = procs.into_iter().flat_map(task_ids);
+    for tid in std::iter::once(0).chain(tids) {
+        // SAFETY: `set` is a valid cpu_set_t of the size given.
+        let r =
+            unsafe { libc::sched_setaffinity(tid as libc::pid_t, std::mem::size_of_val(set), set) };
+        if r != 0 {
+            eprintln!(
+                "corral-bench: cannot set the CPU affinity of thread {tid}: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
