@@ -45,8 +45,12 @@ impl<'a> Envelope<'a> {
             return None;
         }
         // One UTF-8 check of the whole message, instead of one per string and per raw
-        // value that `from_slice` would make.
-        serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()
+        // value that `from_slice` would make. Bad bytes somewhere (say, in a member we
+        // ignore) are `from_slice`'s to judge, as before.
+        match std::str::from_utf8(bytes) {
+            Ok(text) => serde_json::from_str(text).ok(),
+            Err(_) => serde_json::from_slice(bytes).ok(),
+        }
     }
 
     /// A request: method and id.
@@ -191,6 +195,9 @@ mod tests {
         assert!(Envelope::parse(b"[1]").is_none());
         assert!(Envelope::parse(b"garbage").is_none());
         assert!(Envelope::parse(b"{\"method\":\"a\xff\"}").is_none());
+        // Bad bytes in a member nobody reads do not lose the message.
+        let q = Envelope::parse(b"{\"x\":\"\xff\",\"id\":1,\"method\":\"ping\"}").unwrap();
+        assert!(q.is_request());
     }
 
     #[test]

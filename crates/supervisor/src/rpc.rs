@@ -453,10 +453,15 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return not_json(conn, text, sink);
     }
-    // One UTF-8 check of the whole line, instead of one per string and per raw value.
-    let env: Envelope<'_> = match std::str::from_utf8(text).map(serde_json::from_str) {
-        Ok(Ok(env)) => env,
-        _ => return not_json(conn, text, sink),
+    // One UTF-8 check of the whole line, instead of one per string and per raw value;
+    // bad bytes somewhere (say, in a member we ignore) are `from_slice`'s to judge.
+    let parsed = match std::str::from_utf8(text) {
+        Ok(t) => serde_json::from_str(t),
+        Err(_) => serde_json::from_slice(text),
+    };
+    let env: Envelope<'_> = match parsed {
+        Ok(env) => env,
+        Err(_) => return not_json(conn, text, sink),
     };
     match (env.method, env.id) {
         (None, Some(id)) => {
@@ -723,6 +728,28 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, RpcError::Closed(_)));
+    }
+
+    #[tokio::test]
+    async fn bad_bytes_in_an_ignored_member_do_not_lose_the_answer() {
+        let (client_w, server_r) = tokio::io::duplex(1 << 16);
+        let (mut server_w, client_r) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(server_r).lines();
+            while let Ok(Some(_)) = lines.next_line().await {
+                let reply =
+                    b"{\"jsonrpc\":\"2.0\",\"x\":\"\xff\",\"id\":1,\"result\":{\"ok\":1}}\n";
+                server_w.write_all(reply).await.unwrap();
+            }
+        });
+        let rec = Arc::new(Recorder::default());
+        let conn = Connection::start(client_w, client_r, None, rec.clone());
+        let r = conn
+            .request("a", None, Duration::from_secs(5))
+            .await
+            .unwrap();
+        assert_eq!(r.get(), r#"{"ok":1}"#);
+        assert!(rec.noise.lock().unwrap().is_empty());
     }
 
     #[test]
