@@ -16,31 +16,21 @@
 //! otherwise; `Host` must name a loopback address (or the configured listen address)
 //! and a browser's `Origin` must be a loopback origin, which defeats DNS rebinding.
 //! Accepted sockets get `TCP_NODELAY`: without it every response waits out a delayed
-//! ACK (DESIGN.md measured 44 ms per call).
+//! ACK (DESIGN.md measured 44 ms per call). HTTP/1.1 itself is [`crate::http1`].
 
+use crate::http1::{self, Body, Method, Request, Response};
 use crate::hub::{Hub, Outbound};
 use crate::jsonrpc::{self, Envelope};
 use crate::session::{PROTOCOL_VERSIONS, Session};
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::{Body, Frame, Incoming};
-use hyper::header::{self, HeaderName, HeaderValue};
-use hyper::{Method, Request, Response, StatusCode};
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-
-/// Header names looked up on every request, parsed once.
-const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-const MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -56,55 +46,12 @@ pub struct HttpOptions {
     pub local_addr: SocketAddr,
 }
 
-/// The body of a response: a whole buffer, or an SSE stream fed by a channel.
-pub enum McpBody {
-    Full(Full<Bytes>),
-    Stream(mpsc::UnboundedReceiver<Bytes>),
-}
-
-impl Body for McpBody {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.get_mut() {
-            McpBody::Full(f) => Pin::new(f).poll_frame(cx),
-            McpBody::Stream(rx) => rx.poll_recv(cx).map(|o| o.map(|b| Ok(Frame::data(b)))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        match self {
-            McpBody::Full(f) => f.is_end_stream(),
-            McpBody::Stream(_) => false,
-        }
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        match self {
-            McpBody::Full(f) => f.size_hint(),
-            McpBody::Stream(_) => hyper::body::SizeHint::default(),
-        }
-    }
-}
-
-fn full(
-    status: StatusCode,
-    content_type: &'static str,
-    body: impl Into<Bytes>,
-) -> Response<McpBody> {
-    let mut r = Response::new(McpBody::Full(Full::new(body.into())));
-    *r.status_mut() = status;
-    r.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    r
+fn full(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Response {
+    Response::new(status, Body::Full(body.into())).header("content-type", content_type)
 }
 
 /// A plain JSON-RPC error response with an HTTP status.
-fn rpc_error(status: StatusCode, code: i64, message: &str) -> Response<McpBody> {
+fn rpc_error(status: u16, code: i64, message: &str) -> Response {
     full(
         status,
         "application/json",
@@ -212,16 +159,15 @@ impl HttpGateway {
             };
             let _ = stream.set_nodelay(true);
             let this = self.clone();
-            tokio::spawn(async move {
-                let service = hyper::service::service_fn(move |req| {
+            tokio::spawn(http1::serve_connection(
+                stream,
+                MAX_BODY,
+                move |req| {
                     let this = this.clone();
-                    async move { Ok::<_, Infallible>(this.route(req).await) }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .keep_alive(true)
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                    .await;
-            });
+                    async move { this.route(req).await }
+                },
+                |status, why| rpc_error(status, jsonrpc::INVALID_REQUEST, why),
+            ));
         }
         let sessions: Vec<Arc<HttpSession>> = self
             .sessions
@@ -235,59 +181,40 @@ impl HttpGateway {
         }
     }
 
-    async fn route(&self, req: Request<Incoming>) -> Response<McpBody> {
+    async fn route(&self, req: Request) -> Response {
         if let Some(denied) = self.check_security(&req) {
             return denied;
         }
-        let path = req.uri().path();
+        let path = req.path();
         if path != "/mcp" && path != "/mcp/" {
-            return full(
-                StatusCode::NOT_FOUND,
-                "text/plain",
-                "not found: the MCP endpoint is /mcp\n",
-            );
+            return full(404, "text/plain", "not found: the MCP endpoint is /mcp\n");
         }
-        match *req.method() {
-            Method::POST => self.post(req).await,
-            Method::GET => self.get(req),
-            Method::DELETE => self.delete(req),
-            _ => {
-                let mut r = full(
-                    StatusCode::METHOD_NOT_ALLOWED,
-                    "text/plain",
-                    "use POST, GET or DELETE\n",
-                );
-                r.headers_mut()
-                    .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
-                r
-            }
+        match req.method() {
+            Method::Post => self.post(req).await,
+            Method::Get => self.get(req),
+            Method::Delete => self.delete(req),
+            Method::Other => full(405, "text/plain", "use POST, GET or DELETE\n")
+                .header("allow", "GET, POST, DELETE"),
         }
     }
 
     /// DNS-rebinding and token checks; `Some` is the refusal.
-    fn check_security(&self, req: &Request<Incoming>) -> Option<Response<McpBody>> {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
+    fn check_security(&self, req: &Request) -> Option<Response> {
+        let host = req.header("host").unwrap_or("");
         if !self.host_allowed(host) {
             return Some(rpc_error(
-                StatusCode::FORBIDDEN,
+                403,
                 jsonrpc::INVALID_REQUEST,
                 &format!(
                     "Host {host:?} is not allowed: this endpoint answers only to loopback names"
                 ),
             ));
         }
-        if let Some(origin) = req
-            .headers()
-            .get(header::ORIGIN)
-            .and_then(|h| h.to_str().ok())
+        if let Some(origin) = req.header("origin")
             && !origin_allowed(origin)
         {
             return Some(rpc_error(
-                StatusCode::FORBIDDEN,
+                403,
                 jsonrpc::INVALID_REQUEST,
                 &format!(
                     "Origin {origin:?} is not allowed: only loopback origins may call this endpoint"
@@ -296,21 +223,17 @@ impl HttpGateway {
         }
         if let Some(token) = &self.opts.token {
             let given = req
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|h| h.to_str().ok())
+                .header("authorization")
                 .and_then(|h| h.strip_prefix("Bearer "))
                 .map(str::trim);
             if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
-                let mut r = rpc_error(
-                    StatusCode::UNAUTHORIZED,
+                let r = rpc_error(
+                    401,
                     jsonrpc::INVALID_REQUEST,
                     "missing or wrong bearer token: send `Authorization: Bearer <token>` \
                      (the token is in .corral/token; `corral up` prints it)",
                 );
-                r.headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-                return Some(r);
+                return Some(r.header("www-authenticate", "Bearer"));
             }
         }
         None
@@ -329,13 +252,10 @@ impl HttpGateway {
 
     // The error is the response to send: built once, returned once, not worth a box.
     #[allow(clippy::result_large_err)]
-    fn session_for(
-        &self,
-        headers: &hyper::HeaderMap,
-    ) -> Result<Arc<HttpSession>, Response<McpBody>> {
-        let Some(id) = headers.get(&MCP_SESSION_ID).and_then(|h| h.to_str().ok()) else {
+    fn session_for(&self, req: &Request) -> Result<Arc<HttpSession>, Response> {
+        let Some(id) = req.header("mcp-session-id") else {
             return Err(rpc_error(
-                StatusCode::BAD_REQUEST,
+                400,
                 jsonrpc::INVALID_REQUEST,
                 "missing Mcp-Session-Id header: send initialize first and echo its Mcp-Session-Id",
             ));
@@ -346,27 +266,22 @@ impl HttpGateway {
         }
         found.ok_or_else(|| {
             rpc_error(
-                StatusCode::NOT_FOUND,
+                404,
                 jsonrpc::INVALID_REQUEST,
                 "unknown or expired session: initialize a new one",
             )
         })
     }
 
-    async fn post(&self, req: Request<Incoming>) -> Response<McpBody> {
+    async fn post(&self, req: Request) -> Response {
         let accepts_sse = req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|h| h.to_str().ok())
+            .header("accept")
             .is_some_and(|a| a.contains("text/event-stream") || a.contains("*/*"));
-        if let Some(v) = req
-            .headers()
-            .get(&MCP_PROTOCOL_VERSION)
-            .and_then(|h| h.to_str().ok())
+        if let Some(v) = req.header("mcp-protocol-version")
             && !PROTOCOL_VERSIONS.contains(&v)
         {
             return rpc_error(
-                StatusCode::BAD_REQUEST,
+                400,
                 jsonrpc::INVALID_REQUEST,
                 &format!(
                     "unsupported MCP-Protocol-Version {v:?}; supported: {}",
@@ -374,21 +289,10 @@ impl HttpGateway {
                 ),
             );
         }
-        let session_header = req.headers().get(&MCP_SESSION_ID).is_some();
-        let (parts, body) = req.into_parts();
-        let body = match Limited::new(body, MAX_BODY).collect().await {
-            Ok(b) => b.to_bytes(),
-            Err(_) => {
-                return rpc_error(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    jsonrpc::INVALID_REQUEST,
-                    "request body too large or unreadable",
-                );
-            }
-        };
-        let Some(env) = Envelope::parse(&body) else {
+        let session_header = req.header("mcp-session-id").is_some();
+        let Some(env) = Envelope::parse(&req.body) else {
             return rpc_error(
-                StatusCode::BAD_REQUEST,
+                400,
                 jsonrpc::PARSE_ERROR,
                 "body is not one JSON-RPC message (batches are not supported)",
             );
@@ -402,24 +306,22 @@ impl HttpGateway {
                 // Re-initializing inside a session is not allowed; a new session is made
                 // by omitting the header.
                 return rpc_error(
-                    StatusCode::BAD_REQUEST,
+                    400,
                     jsonrpc::INVALID_REQUEST,
                     "initialize must not carry Mcp-Session-Id",
                 );
             }
             self.new_session()
         } else {
-            match self.session_for(&parts.headers) {
+            match self.session_for(&req) {
                 Ok(s) => s,
                 Err(r) => return r,
             }
         };
 
         let Some(request) = request else {
-            hs.session.receive(&body, Box::new(|_| {}));
-            let mut r = full(StatusCode::ACCEPTED, "application/json", Bytes::new());
-            r.headers_mut().remove(header::CONTENT_TYPE);
-            return r;
+            hs.session.receive(&req.body, Box::new(|_| {}));
+            return Response::new(202, Body::Full(Bytes::new()));
         };
 
         let key = request.id.get().to_owned();
@@ -493,14 +395,10 @@ impl HttpGateway {
         hs: &Arc<HttpSession>,
         is_initialize: bool,
         rx: mpsc::UnboundedReceiver<Bytes>,
-    ) -> Response<McpBody> {
-        let mut r = Response::new(McpBody::Stream(rx));
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        r.headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    ) -> Response {
+        let mut r = Response::new(200, Body::Stream(rx))
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache");
         if is_initialize {
             self.add_session_header(&mut r, hs);
         }
@@ -512,11 +410,11 @@ impl HttpGateway {
         hs: &Arc<HttpSession>,
         is_initialize: bool,
         reply: Option<Vec<u8>>,
-    ) -> Response<McpBody> {
+    ) -> Response {
         let mut r = match reply {
-            Some(body) => full(StatusCode::OK, "application/json", body),
+            Some(body) => full(200, "application/json", body),
             // Cancelled: nothing to say.
-            None => full(StatusCode::ACCEPTED, "application/json", Bytes::new()),
+            None => full(202, "application/json", Bytes::new()),
         };
         if is_initialize {
             self.add_session_header(&mut r, hs);
@@ -524,7 +422,7 @@ impl HttpGateway {
         r
     }
 
-    fn add_session_header(&self, r: &mut Response<McpBody>, hs: &Arc<HttpSession>) {
+    fn add_session_header(&self, r: &mut Response, hs: &Arc<HttpSession>) {
         let id = self
             .sessions
             .lock()
@@ -533,8 +431,7 @@ impl HttpGateway {
             .find(|(_, s)| Arc::ptr_eq(s, hs))
             .map(|(k, _)| k.clone());
         if let Some(id) = id {
-            r.headers_mut()
-                .insert(MCP_SESSION_ID, HeaderValue::from_str(&id).expect("hex id"));
+            r.insert("mcp-session-id", id);
         }
     }
 
@@ -553,20 +450,18 @@ impl HttpGateway {
         hs
     }
 
-    fn get(&self, req: Request<Incoming>) -> Response<McpBody> {
+    fn get(&self, req: Request) -> Response {
         let accepts_sse = req
-            .headers()
-            .get(header::ACCEPT)
-            .and_then(|h| h.to_str().ok())
+            .header("accept")
             .is_some_and(|a| a.contains("text/event-stream"));
         if !accepts_sse {
             return rpc_error(
-                StatusCode::NOT_ACCEPTABLE,
+                406,
                 jsonrpc::INVALID_REQUEST,
                 "GET /mcp opens an event stream: send Accept: text/event-stream",
             );
         }
-        let hs = match self.session_for(req.headers()) {
+        let hs = match self.session_for(&req) {
             Ok(s) => s,
             Err(r) => return r,
         };
@@ -581,24 +476,15 @@ impl HttpGateway {
             }
             s.general = Some(tx);
         }
-        let mut r = Response::new(McpBody::Stream(rx));
-        r.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        r.headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        r
+        Response::new(200, Body::Stream(rx))
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache")
     }
 
-    fn delete(&self, req: Request<Incoming>) -> Response<McpBody> {
-        let Some(id) = req
-            .headers()
-            .get(&MCP_SESSION_ID)
-            .and_then(|h| h.to_str().ok())
-        else {
+    fn delete(&self, req: Request) -> Response {
+        let Some(id) = req.header("mcp-session-id") else {
             return rpc_error(
-                StatusCode::BAD_REQUEST,
+                400,
                 jsonrpc::INVALID_REQUEST,
                 "missing Mcp-Session-Id header",
             );
@@ -606,13 +492,9 @@ impl HttpGateway {
         match self.sessions.lock().unwrap().remove(id) {
             Some(hs) => {
                 self.hub.close_session(hs.session.id());
-                full(StatusCode::OK, "application/json", Bytes::new())
+                full(200, "application/json", Bytes::new())
             }
-            None => rpc_error(
-                StatusCode::NOT_FOUND,
-                jsonrpc::INVALID_REQUEST,
-                "unknown session",
-            ),
+            None => rpc_error(404, jsonrpc::INVALID_REQUEST, "unknown session"),
         }
     }
 

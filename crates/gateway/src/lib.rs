@@ -31,6 +31,7 @@ pub mod builtin;
 pub mod catalog;
 pub mod fdio;
 pub mod http;
+mod http1;
 mod hub;
 pub mod jsonrpc;
 pub mod naming;
