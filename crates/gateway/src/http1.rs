@@ -27,6 +27,8 @@ use tokio::sync::mpsc;
 const MAX_HEAD: usize = 64 * 1024;
 /// Most headers in one request.
 const MAX_HEADERS: usize = 64;
+/// The read buffer's usual size; one grown for a large body is dropped after it.
+const READ_BUF: usize = 8 * 1024;
 /// A whole body up to this size goes out in the same write as the head.
 const COALESCE_BODY: usize = 16 * 1024;
 
@@ -138,9 +140,16 @@ pub async fn serve_connection<IO, H, F>(
     H: Fn(Request) -> F,
     F: Future<Output = Response>,
 {
-    let mut buf = BytesMut::with_capacity(8 * 1024);
+    let mut buf = BytesMut::with_capacity(READ_BUF);
     let mut out = Vec::with_capacity(1024);
     loop {
+        // Memory taken by one large request or response is not kept for the next.
+        if buf.is_empty() && buf.capacity() > 8 * READ_BUF {
+            buf = BytesMut::with_capacity(READ_BUF);
+        }
+        if out.capacity() > 8 * READ_BUF {
+            out = Vec::with_capacity(1024);
+        }
         let (req, keep_alive, http10) = match read_request(&mut io, &mut buf, max_body).await {
             Ok(r) => r,
             Err(Stop::Gone) => return,
@@ -187,8 +196,8 @@ async fn read_more<IO: AsyncRead + Unpin>(
     io: &mut IO,
     buf: &mut BytesMut,
 ) -> std::io::Result<usize> {
-    if buf.capacity() - buf.len() < 4096 {
-        buf.reserve(8 * 1024);
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(READ_BUF);
     }
     io.read_buf(buf).await
 }
@@ -316,6 +325,10 @@ async fn read_request<IO: AsyncRead + AsyncWrite + Unpin>(
         req.body = read_chunked(io, buf, max_body).await?;
     } else if let Some(n) = length {
         let n = n as usize;
+        // Room for the whole body at once: no regrowth (and copy) per read.
+        if buf.len() < n {
+            buf.reserve(n - buf.len() + 1024);
+        }
         while buf.len() < n {
             match read_more(io, buf).await {
                 Ok(0) | Err(_) => return Err(Stop::Gone),
