@@ -50,8 +50,24 @@ pub struct Request {
     head_only: bool,
     path: Range<usize>,
     headers: Vec<(Range<usize>, Range<usize>)>,
+    /// For each of [`KNOWN`], the index in `headers` of its first occurrence, plus one.
+    known: [u8; KNOWN.len()],
     pub body: Bytes,
 }
+
+/// Headers looked up on every request: found once, while the head is parsed.
+const KNOWN: [&str; 10] = [
+    "host",
+    "origin",
+    "authorization",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "connection",
+    "content-length",
+    "transfer-encoding",
+    "expect",
+];
 
 impl Request {
     pub fn method(&self) -> Method {
@@ -71,14 +87,35 @@ impl Request {
 
     /// The first value of header `name` (ASCII case-insensitive), if it is text.
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| self.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
-            .and_then(|(_, v)| std::str::from_utf8(&self.head[v.clone()]).ok())
+        let value = match KNOWN.iter().position(|k| *k == name) {
+            Some(k) => {
+                let i = usize::from(self.known[k]).checked_sub(1)?;
+                &self.headers[i].1
+            }
+            None => {
+                let (_, v) = self
+                    .headers
+                    .iter()
+                    .find(|(n, _)| self.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))?;
+                v
+            }
+        };
+        std::str::from_utf8(&self.head[value.clone()]).ok()
     }
 
+    /// Every value of header `name` (one of [`KNOWN`]), in order.
     fn header_bytes<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> + 'a {
-        self.headers
+        let first = KNOWN
+            .iter()
+            .position(|k| *k == name)
+            .map_or(0, |k| usize::from(self.known[k]));
+        // Absent (the usual case for these): nothing to scan.
+        let from = if first == 0 {
+            self.headers.len()
+        } else {
+            first - 1
+        };
+        self.headers[from..]
             .iter()
             .filter(move |(n, _)| self.head[n.clone()].eq_ignore_ascii_case(name.as_bytes()))
             .map(|(_, v)| &self.head[v.clone()])
@@ -209,7 +246,7 @@ async fn read_request<IO: AsyncRead + AsyncWrite + Unpin>(
     max_body: usize,
 ) -> Result<(Request, bool, bool), Stop> {
     // The head.
-    let (head_len, method, head_only, path, version, headers) = loop {
+    let (head_len, method, head_only, path, version, headers, known) = loop {
         if !buf.is_empty() {
             let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
             let mut parsed = httparse::Request::new(&mut slots);
@@ -233,8 +270,19 @@ async fn read_request<IO: AsyncRead + AsyncWrite + Unpin>(
                         .iter()
                         .map(|h| (range(h.name.as_bytes()), range(h.value)))
                         .collect::<Vec<_>>();
+                    let mut known = [0u8; KNOWN.len()];
+                    for (i, h) in parsed.headers.iter().enumerate() {
+                        let name = h.name.as_bytes();
+                        if let Some(k) = KNOWN.iter().position(|k| {
+                            k.len() == name.len() && name.eq_ignore_ascii_case(k.as_bytes())
+                        }) && known[k] == 0
+                        {
+                            // At most 64 headers: the index fits.
+                            known[k] = i as u8 + 1;
+                        }
+                    }
                     let version = parsed.version.unwrap_or(1);
-                    break (len, method, head_only, path, version, headers);
+                    break (len, method, head_only, path, version, headers, known);
                 }
                 Ok(httparse::Status::Partial) if buf.len() >= MAX_HEAD => {
                     return Err(Stop::Reject(431, "request head larger than 64 KiB"));
@@ -258,11 +306,16 @@ async fn read_request<IO: AsyncRead + AsyncWrite + Unpin>(
         head_only,
         path,
         headers,
+        known,
         body: Bytes::new(),
     };
     let http10 = version == 0;
-    let connection = req.header("connection").unwrap_or("").to_ascii_lowercase();
-    let has_token = |t: &str| connection.split(',').any(|c| c.trim() == t);
+    let connection = req.header("connection").unwrap_or("");
+    let has_token = |t: &str| {
+        connection
+            .split(',')
+            .any(|c| c.trim().eq_ignore_ascii_case(t))
+    };
     let keep_alive = if http10 {
         has_token("keep-alive")
     } else {
@@ -566,10 +619,11 @@ mod tests {
                     max_body,
                     |req: Request| async move {
                         let text = format!(
-                            "{:?} {} x={} body={}",
+                            "{:?} {} x={} accept={} body={}",
                             req.method(),
                             req.path(),
                             req.header("X-Test").unwrap_or("-"),
+                            req.header("accept").unwrap_or("-"),
                             String::from_utf8_lossy(&req.body)
                         );
                         Response::new(200, Body::Full(Bytes::from(text)))
@@ -626,10 +680,10 @@ mod tests {
     async fn keep_alive_and_pipelined_requests_are_answered_in_order() {
         let addr = echo_server(1024).await;
         let raw = b"POST /mcp HTTP/1.1\r\nHost: x\r\nx-test: one\r\nContent-Length: 3\r\n\r\nabc\
-GET /mcp?q=1 HTTP/1.1\r\nHost: x\r\nX-TEST: two\r\n\r\n";
+GET /mcp?q=1 HTTP/1.1\r\nHost: x\r\nX-TEST: two\r\naCCEPT: a/b\r\nAccept: c/d\r\n\r\n";
         let text = exchange(addr, raw, 2).await;
-        let first = text.find("Post /mcp x=one body=abc").expect(&text);
-        let second = text.find("Get /mcp x=two body=").expect(&text);
+        let first = text.find("Post /mcp x=one accept=- body=abc").expect(&text);
+        let second = text.find("Get /mcp x=two accept=a/b body=").expect(&text);
         assert!(first < second, "{text}");
         assert!(text.starts_with("HTTP/1.1 200 OK\r\ndate: "), "{text}");
     }
@@ -720,7 +774,7 @@ GET /mcp?q=1 HTTP/1.1\r\nHost: x\r\nX-TEST: two\r\n\r\n";
             text.contains("content-length: 0\r\n\r\nHTTP/1.1 200 OK"),
             "{text}"
         );
-        assert!(text.ends_with("Get /x x=- body="), "{text}");
+        assert!(text.ends_with("Get /x x=- accept=- body="), "{text}");
     }
 
     #[tokio::test]
