@@ -46,7 +46,7 @@ pub enum Method {
 pub struct Request {
     head: Bytes,
     method: Method,
-    /// `HEAD`: answered like `GET` would be, without the body.
+    /// `HEAD`: the response goes out without its body.
     head_only: bool,
     path: Range<usize>,
     headers: Vec<(Range<usize>, Range<usize>)>,
