@@ -1767,76 +1767,53 @@ fn render(bins: &PeerBins, opts: &PeersOpts, main: &[MainFigs], scns: &[ScnFigs]
     let p50 = |f: Option<&Fig>| f.map(|f| micros(f.stats.p50));
     let runs = format!("{:.1} s runs", opts.point.as_secs_f64());
     let cps = |f: Option<&Fig>| f.map(|f| f.calls_per_sec);
-    checks.push(ratio_check(
-        "Corral stdio p50 ≤ 2× direct p50 (sequential)",
-        p50(main[Gw::Stdio.index()].seq.as_ref()),
-        p50(d_seq),
-        &|r| r <= 2.0,
-        false,
+    let p50_within = |label: String, a: Option<&Fig>, b: Option<&Fig>, max: f64| {
+        ratio_check(&label, p50(a), p50(b), &|r| r <= max, false)
+    };
+    let cps_at_least = |label: String, a: Option<&Fig>, b: Option<&Fig>, min: f64| {
+        ratio_check(&label, cps(a), cps(b), &|r| r >= min, true)
+    };
+    let seq = |g: Gw| main[g.index()].seq.as_ref();
+    checks.push(p50_within(
+        "Corral stdio p50 ≤ 2× direct p50 (sequential)".into(),
+        seq(Gw::Stdio),
+        d_seq,
+        2.0,
     ));
-    checks.push(ratio_check(
-        &format!("Corral stdio p50 ≤ 2× direct p50 (1 in flight, {runs})"),
-        p50(tp(Gw::Stdio, 0)),
-        p50(tp(Gw::Direct, 0)),
-        &|r| r <= 2.0,
-        false,
+    checks.push(p50_within(
+        "Corral HTTP p50 ≤ 3× direct stdio p50 (sequential)".into(),
+        seq(Gw::Http),
+        d_seq,
+        3.0,
     ));
-    checks.push(ratio_check(
-        "Corral stdio calls/s with 32 in flight ≥ 70% of direct",
-        cps(tp(Gw::Stdio, 2)),
-        cps(tp(Gw::Direct, 2)),
-        &|r| r >= 0.7,
-        true,
-    ));
-    checks.push(ratio_check(
-        "Corral HTTP p50 ≤ 3× direct stdio p50 (sequential)",
-        p50(main[Gw::Http.index()].seq.as_ref()),
-        p50(d_seq),
-        &|r| r <= 3.0,
-        false,
-    ));
-    checks.push(ratio_check(
-        &format!("Corral HTTP p50 ≤ 3× direct stdio p50 (1 session / 1 in flight, {runs})"),
-        p50(tp(Gw::Http, 0)),
-        p50(tp(Gw::Direct, 0)),
-        &|r| r <= 3.0,
-        false,
-    ));
-    checks.push(ratio_check(
-        "Corral HTTP calls/s with 8 sessions ≥ 50% of direct (8 in flight)",
-        cps(tp(Gw::Http, 1)),
-        cps(tp(Gw::Direct, 1)),
-        &|r| r >= 0.5,
-        true,
-    ));
-    checks.push(ratio_check(
-        "Corral stdio p50 ≤ 2× direct p50 (1 in flight, one vCPU)",
-        p50(one(Gw::Stdio, 0)),
-        p50(one(Gw::Direct, 0)),
-        &|r| r <= 2.0,
-        false,
-    ));
-    checks.push(ratio_check(
-        "Corral HTTP p50 ≤ 3× direct stdio p50 (1 session / 1 in flight, one vCPU)",
-        p50(one(Gw::Http, 0)),
-        p50(one(Gw::Direct, 0)),
-        &|r| r <= 3.0,
-        false,
-    ));
-    checks.push(ratio_check(
-        "Corral stdio calls/s with 32 in flight ≥ 70% of direct (one vCPU)",
-        cps(one(Gw::Stdio, 2)),
-        cps(one(Gw::Direct, 2)),
-        &|r| r >= 0.7,
-        true,
-    ));
-    checks.push(ratio_check(
-        "Corral HTTP calls/s with 8 sessions ≥ 50% of direct (8 in flight, one vCPU)",
-        cps(one(Gw::Http, 1)),
-        cps(one(Gw::Direct, 1)),
-        &|r| r >= 0.5,
-        true,
-    ));
+    // The same four ratios left to the scheduler and with every process on one vCPU.
+    for (pinned, how) in [(false, runs.as_str()), (true, "one vCPU")] {
+        let fig = |g: Gw, li: usize| if pinned { one(g, li) } else { tp(g, li) };
+        checks.push(p50_within(
+            format!("Corral stdio p50 ≤ 2× direct p50 (1 in flight, {how})"),
+            fig(Gw::Stdio, 0),
+            fig(Gw::Direct, 0),
+            2.0,
+        ));
+        checks.push(p50_within(
+            format!("Corral HTTP p50 ≤ 3× direct stdio p50 (1 session / 1 in flight, {how})"),
+            fig(Gw::Http, 0),
+            fig(Gw::Direct, 0),
+            3.0,
+        ));
+        checks.push(cps_at_least(
+            format!("Corral stdio calls/s with 32 in flight ≥ 70% of direct ({how})"),
+            fig(Gw::Stdio, 2),
+            fig(Gw::Direct, 2),
+            0.7,
+        ));
+        checks.push(cps_at_least(
+            format!("Corral HTTP calls/s with 8 sessions ≥ 50% of direct (8 in flight, {how})"),
+            fig(Gw::Http, 1),
+            fig(Gw::Direct, 1),
+            0.5,
+        ));
+    }
     for (g, li, pinned, what) in [
         (Gw::Stdio, 2, false, "Corral stdio, 32 in flight"),
         (Gw::Http, 1, false, "Corral HTTP, 8 sessions"),

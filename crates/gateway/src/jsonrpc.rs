@@ -84,16 +84,7 @@ pub struct Request {
     pub params: Option<Box<RawValue>>,
 }
 
-/// Appends `s` as a JSON string (quoted, escaped where needed).
-pub fn push_str(out: &mut String, s: &str) {
-    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push('"');
-        out.push_str(s);
-        out.push('"');
-    } else {
-        out.push_str(&serde_json::to_string(s).expect("strings serialize"));
-    }
-}
+pub use corral_supervisor::rpc::push_json_str as push_str;
 
 /// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`.
 pub fn result(id: &RawValue, result: &str) -> Vec<u8> {

@@ -340,7 +340,9 @@ impl Drop for InFlight<'_> {
     }
 }
 
-fn push_json_str(out: &mut String, s: &str) {
+/// Appends `s` as a JSON string (quoted, escaped where needed), without going through
+/// serde for the usual string that needs no escape.
+pub fn push_json_str(out: &mut String, s: &str) {
     if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
         out.push('"');
         out.push_str(s);
