@@ -723,50 +723,45 @@ fn main_phase(
         }
     }
 
-    // Throughput at 1, 8 and 32 in flight (HTTP: sessions).
-    eprintln!(
-        "peers: throughput at {LEVELS:?} in flight / sessions, {ROUNDS} × {:?} per point",
-        opts.point
-    );
-    for (li, &level) in LEVELS.iter().enumerate() {
-        let mut accs: Vec<Acc> = (0..N).map(|_| Acc::default()).collect();
-        for round in 0..ROUNDS {
-            for i in order(round) {
-                let r = &mut runners[i];
-                let pids = r.pids.clone();
-                let acc = &mut accs[i];
-                r.run(|c| acc.measure(&pids, || c.load(level, opts.point)));
-            }
-        }
-        for (i, acc) in accs.into_iter().enumerate() {
-            if runners[i].ok() && !acc.samples.is_empty() {
-                figs[i].tput[li] = Some(acc.finish());
-            }
-        }
-    }
-    // The same loads with every process of each path on the client's vCPU. On this VM a
+    // Throughput at 1, 8 and 32 in flight (HTTP: sessions), left to the scheduler; then
+    // the same loads with every process of each path on the client's vCPU. On this VM a
     // wake-up across vCPUs costs the waker several µs (the other vCPU halts when idle,
     // and waking it goes through the hypervisor), so CPU per call depends on where the
     // scheduler happened to put the processes; on one vCPU it does not.
-    eprintln!("peers: the same loads again, every process of each path on one vCPU");
-    for (li, &level) in LEVELS.iter().enumerate() {
-        let mut accs: Vec<Acc> = (0..N).map(|_| Acc::default()).collect();
-        for round in 0..ROUNDS {
-            for i in order(round) {
-                let r = &mut runners[i];
-                let pids = r.pids.clone();
-                let acc = &mut accs[i];
-                let procs = pids.all();
-                let restore = util::pin_to_one_cpu(&procs);
-                r.run(|c| acc.measure(&pids, || c.load(level, opts.point)));
-                if let Some(mask) = restore {
-                    util::set_affinity(&procs, &mask);
+    for pinned in [false, true] {
+        eprintln!(
+            "peers: throughput at {LEVELS:?} in flight / sessions, {ROUNDS} × {:?} per point{}",
+            opts.point,
+            if pinned {
+                ", every process of each path on one vCPU"
+            } else {
+                ""
+            }
+        );
+        for (li, &level) in LEVELS.iter().enumerate() {
+            let mut accs: Vec<Acc> = (0..N).map(|_| Acc::default()).collect();
+            for round in 0..ROUNDS {
+                for i in order(round) {
+                    let r = &mut runners[i];
+                    let pids = r.pids.clone();
+                    let acc = &mut accs[i];
+                    let procs = pids.all();
+                    let restore = pinned.then(|| util::pin_to_one_cpu(&procs)).flatten();
+                    r.run(|c| acc.measure(&pids, || c.load(level, opts.point)));
+                    if let Some(mask) = restore {
+                        util::set_affinity(&procs, &mask);
+                    }
                 }
             }
-        }
-        for (i, acc) in accs.into_iter().enumerate() {
-            if runners[i].ok() && !acc.samples.is_empty() {
-                figs[i].one_cpu[li] = Some(acc.finish());
+            for (i, acc) in accs.into_iter().enumerate() {
+                if runners[i].ok() && !acc.samples.is_empty() {
+                    let slot = if pinned {
+                        &mut figs[i].one_cpu
+                    } else {
+                        &mut figs[i].tput
+                    };
+                    slot[li] = Some(acc.finish());
+                }
             }
         }
     }

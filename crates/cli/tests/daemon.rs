@@ -369,12 +369,7 @@ command = "{fixture}"
         )
         .unwrap();
         let list = lines.find(|m| m["id"] == 99).unwrap();
-        let names: Vec<&str> = list["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
+        let names = names(&list["result"]["tools"]);
         if names.contains(&"new__echo") && names.contains(&"change__tool_0") {
             assert!(!names.iter().any(|n| n.starts_with("gone__")), "{names:?}");
             break;

@@ -82,12 +82,7 @@ fn sessions_route_calls_to_both_servers() {
         &[("Mcp-Session-Id", &sid)],
     );
     let list = &r.messages()[0];
-    let names: Vec<&str> = list["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names(&list["result"]["tools"]);
     assert!(
         names.contains(&"fx__echo") && names.contains(&"other__tool_0"),
         "{names:?}"

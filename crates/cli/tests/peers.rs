@@ -4,8 +4,6 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 
 fn config() -> String {
     let peers = peers();
@@ -34,12 +32,7 @@ fn server_everything_lists_and_calls_tools() {
     let r = p.run(&["tools", "everything", "--json"]);
     assert_eq!(r.code(), 0, "{r:?}");
     let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
-    let names: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names(&v);
     assert!(names.contains(&"everything__echo"), "{names:?}");
     assert!(names.contains(&"everything__get-sum"), "{names:?}");
 
@@ -92,13 +85,7 @@ fn python_import_failure_shows_the_traceback_in_the_error_and_the_event() {
             "[servers.everything]\nrestart = \"never\"",
         ),
     );
-    let mut child = p
-        .cmd(&["events", "--standalone", "-f", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, lines) = p.follow_events();
     let mut found = None;
     for line in lines {
         let ev: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();

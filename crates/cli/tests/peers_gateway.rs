@@ -43,12 +43,7 @@ fn run_client(args: &[&str]) -> serde_json::Value {
 }
 
 fn check(seen: &serde_json::Value) {
-    let tools: Vec<&str> = seen["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let tools = strings(&seen["tools"]);
     assert!(
         tools.contains(&"fx__echo") && tools.contains(&"everything__echo"),
         "{tools:?}"
@@ -61,12 +56,7 @@ fn check(seen: &serde_json::Value) {
         "{seen}"
     );
     assert_eq!(seen["long_op_error"], false);
-    let after: Vec<&str> = seen["tools_after_change"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let after = strings(&seen["tools_after_change"]);
     assert!(
         after.contains(&"fx__extra") && !after.contains(&"fx__add"),
         "{after:?}"

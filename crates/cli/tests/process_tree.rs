@@ -2,8 +2,6 @@
 
 mod common;
 use common::*;
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
 
 #[test]
 fn sigkill_of_corral_kills_its_servers_and_their_children() {
@@ -11,13 +9,7 @@ fn sigkill_of_corral_kills_its_servers_and_their_children() {
         "[servers.a]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"a.pid\", \"--grandchild\"]\n\
          [servers.b]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"b.pid\", \"--ignore-sigterm\"]\n",
     );
-    let mut child = p
-        .cmd(&["events", "--standalone", "-f", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut lines) = p.follow_events();
     let mut ready = 0;
     while ready < 2 {
         let line = lines.next().expect("event stream open").unwrap();
@@ -62,13 +54,7 @@ fn guard_pids(p: &Project) -> Vec<u32> {
 fn sigterm_of_corral_stops_servers_gracefully() {
     let p =
         Project::new("[servers.a]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"a.pid\"]\n");
-    let mut child = p
-        .cmd(&["events", "--standalone", "-f", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let (mut child, mut lines) = p.follow_events();
     loop {
         let line = lines.next().expect("event stream open").unwrap();
         if line.contains("\"server.ready\"") {

@@ -26,12 +26,7 @@ fn tools_lists_namespaced_names_and_honours_allow() {
 
     let r = p.run(&["tools", "other", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
-    let names: Vec<&str> = v
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = names(&v);
     assert_eq!(names, ["other__tool_0", "other__tool_1"]);
     assert_eq!(v[0]["server"], "other");
     assert_eq!(v[0]["tool"], "tool_0");

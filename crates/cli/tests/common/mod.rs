@@ -77,6 +77,24 @@ impl Project {
     }
 
     /// Runs to completion, bounded by [`DEADLINE`].
+    /// `corral events --standalone -f --json`: the process and its event lines.
+    pub fn follow_events(
+        &self,
+    ) -> (
+        std::process::Child,
+        std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    ) {
+        use std::io::BufRead;
+        let mut child = self
+            .cmd(&["events", "--standalone", "-f", "--json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn corral events");
+        let lines = std::io::BufReader::new(child.stdout.take().expect("piped")).lines();
+        (child, lines)
+    }
+
     pub fn run(&self, args: &[&str]) -> Run {
         let child = self
             .cmd(args)
@@ -179,5 +197,23 @@ pub fn read_pid(path: &Path) -> u32 {
         .parse()
         .unwrap()
 }
+/// The `name` of each object in a JSON array (a tool list).
+pub fn names(list: &serde_json::Value) -> Vec<&str> {
+    list.as_array()
+        .expect("an array")
+        .iter()
+        .map(|t| t["name"].as_str().expect("a name"))
+        .collect()
+}
+
+/// A JSON array of strings.
+pub fn strings(list: &serde_json::Value) -> Vec<&str> {
+    list.as_array()
+        .expect("an array")
+        .iter()
+        .map(|t| t.as_str().expect("a string"))
+        .collect()
+}
+
 pub mod http;
 pub mod mcp;
