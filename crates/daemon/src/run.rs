@@ -6,6 +6,7 @@ use crate::paths::Paths;
 use crate::protocol::{Reply, Request};
 use corral_config::{Config, HttpAuth, ToolPrefix};
 use corral_events::{Event, EventBus};
+use corral_gateway::builtin::server_row;
 use corral_gateway::http::{HttpGateway, HttpOptions};
 use corral_gateway::{GatewayOptions, Hub};
 use corral_supervisor::{Console, NotificationHook, ServerHandle, Supervisor, SupervisorOptions};
@@ -168,10 +169,7 @@ pub async fn run(
             .map(Arc::new)
     });
     let supervisor = Supervisor::start(config.servers.values().cloned(), &sopts);
-    let servers: BTreeMap<String, ServerHandle> = supervisor
-        .servers()
-        .map(|h| (h.name().to_owned(), h.clone()))
-        .collect();
+    let servers = supervisor.handles();
     let hub = Hub::start(
         servers.clone(),
         GatewayOptions {
@@ -548,10 +546,7 @@ async fn reload(state: &State) -> Reply {
             added.push(name.clone());
         }
     }
-    let servers: BTreeMap<String, ServerHandle> = sup
-        .servers()
-        .map(|h| (h.name().to_owned(), h.clone()))
-        .collect();
+    let servers = sup.handles();
     drop(guard);
     state.hub.set_servers(servers);
     let mut warnings = Vec::new();
@@ -594,7 +589,7 @@ async fn handle(state: &State, request: Request) -> Reply {
                     continue;
                 }
                 let _ = h.wait_ready(h.config().startup_timeout).await;
-                if h.status().state == corral_supervisor::ServerState::Ready {
+                if h.state() == corral_supervisor::ServerState::Ready {
                     tools.extend(corral_gateway::catalog::listing(h, prefix));
                 } else {
                     failed.push(json!({"server": h.name(), "error": h.failure_report()}));
@@ -629,25 +624,21 @@ async fn handle(state: &State, request: Request) -> Reply {
                 )),
             }
         }
-        Request::Restart { name } | Request::Start { name } | Request::Stop { name }
-            if state.server(&name).is_none() =>
-        {
-            unknown(state, &name)
-        }
-        Request::Restart { name } => {
-            let h = &state.server(&name).expect("checked above");
-            h.restart().await;
-            settle(h).await
-        }
-        Request::Start { name } => {
-            let h = &state.server(&name).expect("checked above");
-            h.start().await;
-            settle(h).await
-        }
-        Request::Stop { name } => {
-            let h = &state.server(&name).expect("checked above");
-            h.stop().await;
-            Reply::ok(server_row(h))
+        Request::Restart { ref name }
+        | Request::Start { ref name }
+        | Request::Stop { ref name } => {
+            let Some(h) = state.server(name) else {
+                return unknown(state, name);
+            };
+            match request {
+                Request::Restart { .. } => h.restart().await,
+                Request::Start { .. } => h.start().await,
+                _ => {
+                    h.stop().await;
+                    return Reply::ok(server_row(&h));
+                }
+            }
+            settle(&h).await
         }
         Request::Shutdown => {
             let _ = state.shutdown.send(true);
@@ -682,19 +673,5 @@ fn status(state: &State) -> Value {
         "version": env!("CARGO_PKG_VERSION"),
         "agents": state.hub.session_count(),
         "http_sessions": state.http.session_count(),
-    })
-}
-
-fn server_row(h: &ServerHandle) -> Value {
-    let s = h.status();
-    json!({
-        "name": s.name,
-        "state": s.state.as_str(),
-        "pid": s.pid,
-        "uptime_s": s.uptime().map(|d| d.as_secs()),
-        "restarts": s.restarts,
-        "tools": s.tool_count,
-        "in_flight": h.in_flight(),
-        "last_error": s.last_error,
     })
 }

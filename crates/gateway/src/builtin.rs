@@ -105,22 +105,31 @@ fn pick<'a>(
     })
 }
 
+/// One server as `corral ps --json` and the `servers` tool show it.
+pub fn server_row(h: &ServerHandle) -> Value {
+    server_row_of(h, &h.status())
+}
+
+fn server_row_of(h: &ServerHandle, s: &corral_supervisor::ServerStatus) -> Value {
+    json!({
+        "name": s.name,
+        "state": s.state.as_str(),
+        "pid": s.pid,
+        "uptime_s": s.uptime().map(|d| d.as_secs()),
+        "restarts": s.restarts,
+        "tools": s.tool_count,
+        "in_flight": h.in_flight(),
+        "last_error": s.last_error,
+    })
+}
+
 fn servers_table(servers: &BTreeMap<String, ServerHandle>) -> String {
     let mut rows = Vec::new();
     let mut text = String::new();
     for h in servers.values() {
         let s = h.status();
         let uptime = s.uptime().map(|d| d.as_secs());
-        let row = json!({
-            "name": s.name,
-            "state": s.state.as_str(),
-            "pid": s.pid,
-            "uptime_s": uptime,
-            "restarts": s.restarts,
-            "tools": s.tool_count,
-            "in_flight": h.in_flight(),
-            "last_error": s.last_error,
-        });
+        let row = server_row_of(h, &s);
         text.push_str(&format!(
             "{}: {}{}{}, {} tools, {} restarts{}\n",
             s.name,
@@ -197,7 +206,7 @@ pub fn tail_of_file(path: &Path) -> Option<String> {
 }
 
 async fn restart(h: &ServerHandle) -> String {
-    if h.status().state == ServerState::Ready {
+    if h.state() == ServerState::Ready {
         h.restart().await;
     } else {
         h.start().await;

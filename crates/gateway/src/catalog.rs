@@ -37,12 +37,7 @@ pub fn fingerprint<'a>(
     servers: impl Iterator<Item = &'a ServerHandle>,
 ) -> Vec<(ServerState, usize)> {
     servers
-        .map(|h| {
-            (
-                h.status().state,
-                std::sync::Arc::as_ptr(&h.tools()) as usize,
-            )
-        })
+        .map(|h| (h.state(), std::sync::Arc::as_ptr(&h.tools()) as usize))
         .collect()
 }
 
@@ -60,7 +55,7 @@ impl Catalog {
         let mut tools = Vec::new();
         let mut collisions = Vec::new();
         for handle in servers {
-            if handle.status().state != ServerState::Ready {
+            if handle.state() != ServerState::Ready {
                 continue;
             }
             let server = handle.name();

@@ -59,6 +59,32 @@ fn rpc_error(status: u16, code: i64, message: &str) -> Response {
     )
 }
 
+/// A response streaming SSE events; `session_id` when it answers `initialize`.
+fn sse_reply(session_id: Option<&str>, rx: mpsc::UnboundedReceiver<Bytes>) -> Response {
+    with_session_id(
+        Response::new(200, Body::Stream(rx))
+            .header("content-type", "text/event-stream")
+            .header("cache-control", "no-cache"),
+        session_id,
+    )
+}
+
+/// The JSON response to a request (`None`: it was cancelled, nothing to say).
+fn json_reply(session_id: Option<&str>, reply: Option<Vec<u8>>) -> Response {
+    let r = match reply {
+        Some(body) => full(200, "application/json", body),
+        None => full(202, "application/json", Bytes::new()),
+    };
+    with_session_id(r, session_id)
+}
+
+fn with_session_id(r: Response, session_id: Option<&str>) -> Response {
+    match session_id {
+        Some(id) => r.header("mcp-session-id", id),
+        None => r,
+    }
+}
+
 /// Per-session delivery of messages to the agent.
 #[derive(Default)]
 struct Streams {
@@ -301,7 +327,8 @@ impl HttpGateway {
         let request = env.to_request();
         drop(env);
 
-        let hs = if is_initialize {
+        // A new session's id goes back in the reply's `Mcp-Session-Id`.
+        let (hs, new_id) = if is_initialize {
             if session_header {
                 // Re-initializing inside a session is not allowed; a new session is made
                 // by omitting the header.
@@ -311,13 +338,15 @@ impl HttpGateway {
                     "initialize must not carry Mcp-Session-Id",
                 );
             }
-            self.new_session()
+            let (id, hs) = self.new_session();
+            (hs, Some(id))
         } else {
             match self.session_for(&req) {
-                Ok(s) => s,
+                Ok(s) => (s, None),
                 Err(r) => return r,
             }
         };
+        let new_id = new_id.as_deref();
 
         let Some(request) = request else {
             hs.session.receive(&req.body, Box::new(|_| {}));
@@ -351,13 +380,13 @@ impl HttpGateway {
                     queued.push(m);
                 }
                 if queued.is_empty() {
-                    return self.json_reply(&hs, is_initialize, reply);
+                    return json_reply(new_id, reply);
                 }
                 let (tx, rx) = mpsc::unbounded_channel::<Bytes>();
                 for m in queued.iter().chain(reply.as_ref()) {
                     let _ = tx.send(sse_event(m, None));
                 }
-                return self.sse_reply(&hs, is_initialize, rx);
+                return sse_reply(new_id, rx);
             }
         };
         // Something related came first: stream it, then the rest, then the response.
@@ -387,55 +416,11 @@ impl HttpGateway {
             }
             out.streams.lock().unwrap().per_request.remove(&key);
         });
-        self.sse_reply(&hs, is_initialize, rx)
+        sse_reply(new_id, rx)
     }
 
-    fn sse_reply(
-        &self,
-        hs: &Arc<HttpSession>,
-        is_initialize: bool,
-        rx: mpsc::UnboundedReceiver<Bytes>,
-    ) -> Response {
-        let mut r = Response::new(200, Body::Stream(rx))
-            .header("content-type", "text/event-stream")
-            .header("cache-control", "no-cache");
-        if is_initialize {
-            self.add_session_header(&mut r, hs);
-        }
-        r
-    }
-
-    fn json_reply(
-        &self,
-        hs: &Arc<HttpSession>,
-        is_initialize: bool,
-        reply: Option<Vec<u8>>,
-    ) -> Response {
-        let mut r = match reply {
-            Some(body) => full(200, "application/json", body),
-            // Cancelled: nothing to say.
-            None => full(202, "application/json", Bytes::new()),
-        };
-        if is_initialize {
-            self.add_session_header(&mut r, hs);
-        }
-        r
-    }
-
-    fn add_session_header(&self, r: &mut Response, hs: &Arc<HttpSession>) {
-        let id = self
-            .sessions
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|(_, s)| Arc::ptr_eq(s, hs))
-            .map(|(k, _)| k.clone());
-        if let Some(id) = id {
-            r.insert("mcp-session-id", id);
-        }
-    }
-
-    fn new_session(&self) -> Arc<HttpSession> {
+    /// A new session and its id.
+    fn new_session(&self) -> (String, Arc<HttpSession>) {
         let out = Arc::new(HttpOutbound {
             streams: Mutex::new(Streams::default()),
         });
@@ -446,8 +431,8 @@ impl HttpGateway {
             last_used: Mutex::new(Instant::now()),
         });
         let id = session_id(self.counter.fetch_add(1, Ordering::Relaxed));
-        self.sessions.lock().unwrap().insert(id, hs.clone());
-        hs
+        self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
+        (id, hs)
     }
 
     fn get(&self, req: Request) -> Response {

@@ -18,6 +18,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 use std::future::Future;
+use std::io::Write as _;
 use std::ops::Range;
 use std::time::{Duration, SystemTime};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -148,11 +149,6 @@ impl Response {
     pub fn header(mut self, name: &'static str, value: impl Into<String>) -> Response {
         self.headers.push((name, value.into()));
         self
-    }
-
-    /// Adds a header in place.
-    pub fn insert(&mut self, name: &'static str, value: impl Into<String>) {
-        self.headers.push((name, value.into()));
     }
 }
 
@@ -342,12 +338,7 @@ async fn read_request<IO: AsyncRead + AsyncWrite + Unpin>(
     }
     let length = match lengths.as_slice() {
         [] => None,
-        [one] => Some(
-            std::str::from_utf8(one)
-                .ok()
-                .and_then(|s| s.trim().parse::<u64>().ok())
-                .ok_or(Stop::Reject(400, "invalid Content-Length"))?,
-        ),
+        // One value, or the same value repeated (RFC 9112 §6.3 allows that).
         [first, rest @ ..] if rest.iter().all(|l| l == first) => Some(
             std::str::from_utf8(first)
                 .ok()
@@ -463,7 +454,7 @@ async fn write_response<IO: AsyncRead + AsyncWrite + Unpin>(
 ) -> std::io::Result<bool> {
     out.clear();
     out.extend_from_slice(if http10 { b"HTTP/1.0 " } else { b"HTTP/1.1 " });
-    out.extend_from_slice(resp.status.to_string().as_bytes());
+    let _ = write!(out, "{}", resp.status);
     out.push(b' ');
     out.extend_from_slice(reason(resp.status).as_bytes());
     out.extend_from_slice(b"\r\ndate: ");
@@ -478,7 +469,7 @@ async fn write_response<IO: AsyncRead + AsyncWrite + Unpin>(
     match resp.body {
         Body::Full(body) => {
             out.extend_from_slice(b"content-length: ");
-            out.extend_from_slice(body.len().to_string().as_bytes());
+            let _ = write!(out, "{}", body.len());
             out.extend_from_slice(b"\r\n");
             if !keep_alive {
                 out.extend_from_slice(b"connection: close\r\n");
@@ -513,22 +504,10 @@ async fn write_response<IO: AsyncRead + AsyncWrite + Unpin>(
                     piece = rx.recv() => match piece {
                         Some(p) => {
                             out.clear();
-                            if chunked {
-                                out.extend_from_slice(format!("{:x}\r\n", p.len()).as_bytes());
-                            }
-                            out.extend_from_slice(&p);
-                            if chunked {
-                                out.extend_from_slice(b"\r\n");
-                            }
+                            push_piece(out, &p, chunked);
                             // Everything already queued goes in the same write.
                             while let Ok(p) = rx.try_recv() {
-                                if chunked {
-                                    out.extend_from_slice(format!("{:x}\r\n", p.len()).as_bytes());
-                                }
-                                out.extend_from_slice(&p);
-                                if chunked {
-                                    out.extend_from_slice(b"\r\n");
-                                }
+                                push_piece(out, &p, chunked);
                             }
                             io.write_all(out).await?;
                         }
@@ -548,6 +527,17 @@ async fn write_response<IO: AsyncRead + AsyncWrite + Unpin>(
             }
             Ok(keep_alive && chunked && peer_open)
         }
+    }
+}
+
+/// One piece of a streamed body: a chunk, or (HTTP/1.0) the bytes as they are.
+fn push_piece(out: &mut Vec<u8>, piece: &[u8], chunked: bool) {
+    if chunked {
+        let _ = write!(out, "{:x}\r\n", piece.len());
+        out.extend_from_slice(piece);
+        out.extend_from_slice(b"\r\n");
+    } else {
+        out.extend_from_slice(piece);
     }
 }
 

@@ -228,9 +228,9 @@ impl Hub {
                     );
                 }
             }
-            if changed {
-                *cur = Arc::new(next);
-            }
+            // Kept even when the list is the same: its fingerprint is new, and a stale
+            // one would make every `refresh` rebuild again.
+            *cur = Arc::new(next);
             changed
         };
         if changed {
@@ -247,7 +247,7 @@ impl Hub {
         let starting: Vec<ServerHandle> = self
             .servers()
             .values()
-            .filter(|h| h.status().state == ServerState::Starting)
+            .filter(|h| h.state() == ServerState::Starting)
             .cloned()
             .collect();
         if starting.is_empty() {

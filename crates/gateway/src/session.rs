@@ -220,18 +220,12 @@ impl Session {
                 jsonrpc::result(id, &self.hub.catalog().list_json)
             }
             "tools/call" => self.call_tool(id, params).await,
-            "resources/list" => {
-                self.list_merged(id, method, "resources", "resources", params)
-                    .await
-            }
+            "resources/list" => self.list_merged(id, method, "resources", "resources").await,
             "resources/templates/list" => {
-                self.list_merged(id, method, "resources", "resourceTemplates", params)
+                self.list_merged(id, method, "resources", "resourceTemplates")
                     .await
             }
-            "prompts/list" => {
-                self.list_merged(id, method, "prompts", "prompts", params)
-                    .await
-            }
+            "prompts/list" => self.list_merged(id, method, "prompts", "prompts").await,
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
                 self.resource_request(id, method, params).await
             }
@@ -378,7 +372,7 @@ impl Session {
         // A tool of a server that is down is "unknown" now; say so instead.
         if let Some((server, _)) = name.split_once(naming::SEP)
             && let Some(h) = self.hub.servers().get(server)
-            && h.status().state != ServerState::Ready
+            && h.state() != ServerState::Ready
         {
             return jsonrpc::result(
                 id,
@@ -400,7 +394,6 @@ impl Session {
         method: &str,
         capability: &str,
         field: &str,
-        _params: Option<&RawValue>,
     ) -> Vec<u8> {
         self.hub.await_starting().await;
         let results = self.fan_out(method, capability).await;
@@ -464,8 +457,7 @@ impl Session {
     ) -> Vec<(String, Result<Box<RawValue>, CallError>)> {
         let mut tasks = tokio::task::JoinSet::new();
         for h in self.hub.servers().values() {
-            if h.status().state != ServerState::Ready || !self.hub.server_has(h.name(), capability)
-            {
+            if h.state() != ServerState::Ready || !self.hub.server_has(h.name(), capability) {
                 continue;
             }
             let h = h.clone();
@@ -678,7 +670,7 @@ impl Session {
         // Servers filter at the source too; the most verbose level any session asked for
         // would be the precise choice, the latest request is the simple one.
         for h in self.hub.servers().values() {
-            if h.status().state == ServerState::Ready && self.hub.server_has(h.name(), "logging") {
+            if h.state() == ServerState::Ready && self.hub.server_has(h.name(), "logging") {
                 let h = h.clone();
                 let params = params.map(|p| p.to_owned());
                 tokio::spawn(async move {

@@ -46,11 +46,6 @@ impl Console {
         Console { tx, dropped, color }
     }
 
-    /// Whether ANSI colors are used.
-    pub fn color(&self) -> bool {
-        self.color
-    }
-
     /// Queues a dimmed `prefix line` (plain when not a terminal). Never blocks.
     pub fn dim_line(&self, prefix: &str, line: &str) {
         let text = if self.color {
@@ -59,11 +54,6 @@ impl Console {
             format!("{prefix}{line}\n")
         };
         self.send(text);
-    }
-
-    /// Queues a line as it is. Never blocks.
-    pub fn line(&self, line: &str) {
-        self.send(format!("{line}\n"));
     }
 
     fn send(&self, text: String) {

@@ -41,11 +41,6 @@ impl Guard {
         })
     }
 
-    /// The guard's pid.
-    pub fn pid(&self) -> u32 {
-        self.child.lock().unwrap().id()
-    }
-
     /// From now on, group `pgid` is killed if we die.
     pub fn register(&self, pgid: u32) {
         self.send(b'+', pgid);

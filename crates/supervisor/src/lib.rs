@@ -162,6 +162,13 @@ impl Supervisor {
         self.servers.values().map(|e| &e.handle)
     }
 
+    /// The servers' handles by name, as the gateway takes them.
+    pub fn handles(&self) -> std::collections::BTreeMap<String, ServerHandle> {
+        self.servers()
+            .map(|h| (h.name().to_owned(), h.clone()))
+            .collect()
+    }
+
     /// Stops every server gracefully and concurrently. Each stop is bounded by its own
     /// grace periods; `deadline` bounds the whole, after which the remaining actors are
     /// abandoned (their children still die: `kill_on_drop` and the death signal).

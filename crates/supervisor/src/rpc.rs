@@ -248,12 +248,12 @@ impl Connection {
     }
 
     /// Sends a notification (no response expected).
-    pub fn notify(&self, method: &str, params: Option<&RawValue>) {
+    pub fn notify(&self, method: &str, params: Option<&str>) {
         let mut line = String::from(r#"{"jsonrpc":"2.0","method":"#);
         push_json_str(&mut line, method);
         if let Some(p) = params {
             line.push_str(r#","params":"#);
-            push_single_line(&mut line, p.get());
+            push_single_line(&mut line, p);
         }
         line.push_str("}\n");
         let _ = self.out.send(Outgoing::Line(line.into_bytes()));
@@ -307,7 +307,6 @@ impl Connection {
         let removed = self.pending.lock().unwrap().waiters.remove(&id).is_some();
         if removed {
             let params = format!(r#"{{"requestId":{id},"reason":"{reason}"}}"#);
-            let params = RawValue::from_string(params).expect("valid JSON");
             self.notify("notifications/cancelled", Some(&params));
         }
     }

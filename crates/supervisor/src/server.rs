@@ -299,6 +299,11 @@ impl ServerHandle {
         self.shared.status.borrow().clone()
     }
 
+    /// Just the state, without copying the rest of the status (its stderr tail).
+    pub fn state(&self) -> ServerState {
+        self.shared.status.borrow().state
+    }
+
     /// A receiver that sees every status change.
     pub fn watch(&self) -> watch::Receiver<ServerStatus> {
         self.shared.status.subscribe()
@@ -361,20 +366,14 @@ impl ServerHandle {
     ) -> Result<Box<RawValue>, CallError> {
         let mut params = String::with_capacity(32 + arguments.map_or(2, |a| a.get().len()));
         params.push_str(r#"{"name":"#);
-        params.push_str(&serde_json::to_string(tool).expect("strings serialize"));
+        crate::rpc::push_json_str(&mut params, tool);
         if let Some(args) = arguments {
             params.push_str(r#","arguments":"#);
             params.push_str(args.get());
         }
         params.push('}');
-        let params = RawValue::from_string(params).map_err(|e| CallError::Rpc {
-            server: self.shared.name.clone(),
-            source: RpcError::Invalid {
-                method: "tools/call".into(),
-                detail: format!("arguments are not valid JSON: {e}"),
-            },
-        })?;
-        self.request("tools/call", Some(&params)).await
+        // A tool name and a `RawValue`: valid JSON as built, no need to parse it again.
+        self.request_json("tools/call", Some(&params)).await
     }
 
     /// Sends any request to the server under its call timeout.
@@ -1083,14 +1082,7 @@ impl Drop for GroupRegistration {
 
 /// Appends the last stderr lines to a message, indented, when there are any.
 pub fn with_tail(message: &str, tail: &[String]) -> String {
-    let lines: Vec<&String> = tail
-        .iter()
-        .rev()
-        .take(ERROR_TAIL_LINES)
-        .collect::<Vec<_>>()
-        .into_iter()
-        .rev()
-        .collect();
+    let lines = &tail[tail.len().saturating_sub(ERROR_TAIL_LINES)..];
     if lines.is_empty() {
         return message.to_owned();
     }

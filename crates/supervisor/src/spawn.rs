@@ -136,12 +136,6 @@ pub fn signal_group(pgid: u32, signal: libc::c_int) {
     }
 }
 
-/// Whether any process of group `pgid` is still alive.
-pub fn group_alive(pgid: u32) -> bool {
-    // SAFETY: signal 0 only checks for existence.
-    pgid > 1 && unsafe { libc::killpg(pgid as libc::pid_t, 0) } == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,11 +128,6 @@ impl LogFile {
             .map(|f| BufWriter::with_capacity(64 * 1024, f));
         self.size = 0;
     }
-
-    /// The file's path.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
 }
 
 /// A log shared by the stderr drain and the stdout reader of one server.

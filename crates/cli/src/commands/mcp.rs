@@ -145,11 +145,7 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
             }
         }
     });
-    let handles = run
-        .supervisor
-        .servers()
-        .map(|h| (h.name().to_owned(), h.clone()))
-        .collect();
+    let handles = run.supervisor.handles();
     let opts = GatewayOptions {
         tool_prefix: cfg.gateway.tool_prefix,
         builtin_tools: cfg.gateway.builtin_tools,
