@@ -3,8 +3,8 @@
 //! still there after the daemon restarts.
 
 use corral_events::{Event, EventBus};
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Seek, SeekFrom, Write};
+use corral_gateway::builtin::tail_of_file;
+use corral_supervisor::stderr::LogFile;
 use std::path::{Path, PathBuf};
 use tokio::sync::broadcast::error::RecvError;
 
@@ -28,39 +28,19 @@ pub fn spawn_writer(bus: &EventBus, path: PathBuf) -> tokio::task::JoinHandle<()
     })
 }
 
-struct Journal {
-    path: PathBuf,
-    file: Option<File>,
-    size: u64,
-}
+/// The journal file: the supervisor's rotating log, flushed after every event so that
+/// what is on disk is current when the daemon dies.
+struct Journal(Option<LogFile>);
 
 impl Journal {
     fn open(path: &Path) -> Journal {
-        let file = OpenOptions::new().create(true).append(true).open(path).ok();
-        let size = file
-            .as_ref()
-            .and_then(|f| f.metadata().ok())
-            .map_or(0, |m| m.len());
-        Journal {
-            path: path.to_owned(),
-            file,
-            size,
-        }
+        Journal(LogFile::open(path, ROTATE_BYTES).ok())
     }
 
     fn append(&mut self, ev: &Event) {
-        if self.size >= ROTATE_BYTES {
-            let mut old = self.path.clone().into_os_string();
-            old.push(".1");
-            let _ = std::fs::rename(&self.path, &old);
-            *self = Journal::open(&self.path);
-        }
-        let mut line = ev.to_json_line();
-        line.push('\n');
-        if let Some(f) = &mut self.file
-            && f.write_all(line.as_bytes()).is_ok()
-        {
-            self.size += line.len() as u64;
+        if let Some(log) = &mut self.0 {
+            log.write_line("", &ev.to_json_line());
+            log.flush();
         }
     }
 }
@@ -80,24 +60,15 @@ pub fn tail(path: &Path, n: usize) -> Vec<Event> {
 }
 
 fn read_tail(path: &Path, n: usize) -> Vec<Event> {
-    let Ok(mut f) = File::open(path) else {
-        return Vec::new();
-    };
-    // Read at most the last 4 MiB: plenty for the lines asked for.
-    let len = f.metadata().map_or(0, |m| m.len());
-    let start = len.saturating_sub(4 * 1024 * 1024);
-    if f.seek(SeekFrom::Start(start)).is_err() {
-        return Vec::new();
-    }
-    let mut lines: Vec<Event> = BufReader::new(f)
+    // The last 4 MiB hold far more lines than are ever asked for.
+    let text = tail_of_file(path).unwrap_or_default();
+    let mut events: Vec<Event> = text
         .lines()
-        .skip(usize::from(start > 0))
-        .map_while(Result::ok)
-        .filter_map(|l| serde_json::from_str(&l).ok())
+        .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
-    let skip = lines.len().saturating_sub(n);
-    lines.drain(..skip);
-    lines
+    let skip = events.len().saturating_sub(n);
+    events.drain(..skip);
+    events
 }
 
 #[cfg(test)]

@@ -819,7 +819,7 @@ impl Actor {
                 return self.start_failed(&mut child, &conn, &mut drain, pid, reason, status).await;
             }
             Some(()) = framing_rx.recv() => {
-                self.kill_now(&mut child, &conn, pid, FRAMING_MESSAGE).await;
+                self.kill_now(&conn, pid, FRAMING_MESSAGE);
                 let _ = child.wait().await;
                 let _ = tokio::time::timeout(DRAIN_SETTLE, &mut drain).await;
                 let tail = shared.tail(EVENT_TAIL_LINES);
@@ -886,12 +886,12 @@ impl Actor {
                     }
                 }
                 Some(reason) = wedged_rx.recv() => {
-                    self.kill_now(&mut child, &conn, pid, &reason).await;
+                    self.kill_now(&conn, pid, &reason);
                     let status = child.wait().await.ok();
                     return self.crashed(&conn, &mut drain, pid, reason, status, ready_at).await;
                 }
                 Some(()) = framing_rx.recv() => {
-                    self.kill_now(&mut child, &conn, pid, FRAMING_MESSAGE).await;
+                    self.kill_now(&conn, pid, FRAMING_MESSAGE);
                     let status = child.wait().await.ok();
                     return self.crashed(&conn, &mut drain, pid, FRAMING_MESSAGE.into(), status, ready_at).await;
                 }
@@ -945,16 +945,10 @@ impl Actor {
         reason: String,
         status: Option<ExitStatus>,
     ) -> Ended {
+        self.kill_now(conn, pid, &reason);
         let status = match status {
-            Some(s) => {
-                conn.close(&format!("server '{}' {reason}", self.shared.name));
-                spawn::signal_group(pid, libc::SIGKILL);
-                Some(s)
-            }
-            None => {
-                self.kill_now(child, conn, pid, &reason).await;
-                child.wait().await.ok()
-            }
+            Some(s) => Some(s),
+            None => child.wait().await.ok(), // Still running: reap what was just killed.
         };
         let _ = tokio::time::timeout(DRAIN_SETTLE, &mut *drain).await;
         let ev = self
@@ -979,9 +973,8 @@ impl Actor {
         ready_at: Instant,
     ) -> Ended {
         let shared = &self.shared;
-        conn.close(&format!("server '{}' {reason}", shared.name));
         // The leader is gone; grandchildren in its group must not outlive it.
-        spawn::signal_group(pid, libc::SIGKILL);
+        self.kill_now(conn, pid, &reason);
         let _ = tokio::time::timeout(DRAIN_SETTLE, &mut *drain).await;
         let uptime = ready_at.elapsed();
         let ev = shared
@@ -1061,8 +1054,10 @@ impl Actor {
         let _ = tokio::time::timeout(DRAIN_SETTLE, drain).await;
     }
 
-    /// SIGKILL to the group at once (a broken or wedged instance); the caller reaps.
-    async fn kill_now(&self, _child: &mut Child, conn: &Connection, pid: u32, reason: &str) {
+    /// Fails pending calls with `reason`, then SIGKILLs the group at once (a broken,
+    /// wedged or dead instance: the leader's grandchildren must not outlive it). The
+    /// caller reaps the leader.
+    fn kill_now(&self, conn: &Connection, pid: u32, reason: &str) {
         conn.close(&format!("server '{}' {reason}", self.shared.name));
         spawn::signal_group(pid, libc::SIGKILL);
     }
