@@ -67,14 +67,7 @@ impl Standalone {
         bus: EventBus,
         console: Option<Console>,
     ) -> Standalone {
-        let deadline = shutdown_deadline(&servers);
-        let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
-        opts.console = console;
-        opts.guard = start_guard();
-        Standalone {
-            supervisor: Supervisor::start(servers, &opts),
-            deadline,
-        }
+        Self::start_with(config, servers, bus, console, |_| {})
     }
 
     /// Like [`Standalone::start`], with the servers' requests to the client (sampling,
@@ -87,12 +80,24 @@ impl Standalone {
         requests: tokio::sync::mpsc::UnboundedSender<corral_supervisor::IncomingRequest>,
         hook: corral_supervisor::NotificationHook,
     ) -> Standalone {
+        Self::start_with(config, servers, bus, console, |opts| {
+            opts.requests = Some(requests);
+            opts.on_notification = Some(hook);
+        })
+    }
+
+    fn start_with(
+        config: &Config,
+        servers: Vec<ServerConfig>,
+        bus: EventBus,
+        console: Option<Console>,
+        more: impl FnOnce(&mut SupervisorOptions),
+    ) -> Standalone {
         let deadline = shutdown_deadline(&servers);
         let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
         opts.console = console;
         opts.guard = start_guard();
-        opts.requests = Some(requests);
-        opts.on_notification = Some(hook);
+        more(&mut opts);
         Standalone {
             supervisor: Supervisor::start(servers, &opts),
             deadline,

@@ -62,10 +62,18 @@ pub async fn request(paths: &Paths, req: &Request) -> Result<Reply, ClientError>
 /// the request line.
 pub async fn open(paths: &Paths, req: &Request) -> Result<UnixStream, ClientError> {
     let mut stream = connect(paths).await?;
+    send(&mut stream, req).await?;
+    Ok(stream)
+}
+
+/// Writes one request line to a daemon connection.
+pub async fn send(
+    stream: &mut (impl tokio::io::AsyncWrite + Unpin),
+    req: &Request,
+) -> std::io::Result<()> {
     let mut line = serde_json::to_string(req).expect("requests serialize");
     line.push('\n');
-    stream.write_all(line.as_bytes()).await?;
-    Ok(stream)
+    stream.write_all(line.as_bytes()).await
 }
 
 /// Connects to the project's daemon, starting it detached when none runs. Race-free:

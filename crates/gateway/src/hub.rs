@@ -515,10 +515,7 @@ impl Hub {
     }
 
     fn route_resource_updated(&self, params: Option<&str>) {
-        let Some(uri) = params
-            .and_then(|p| serde_json::from_str::<Value>(p).ok())
-            .and_then(|v| v.get("uri").and_then(Value::as_str).map(str::to_owned))
-        else {
+        let Some(uri) = jsonrpc::str_member(params, "uri") else {
             return;
         };
         let msg = jsonrpc::notification("notifications/resources/updated", params);

@@ -86,6 +86,12 @@ pub struct Request {
 
 pub use corral_supervisor::rpc::push_json_str as push_str;
 
+/// The string member `key` of a JSON object (say, a request's params).
+pub fn str_member(json: Option<&str>, key: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(json?).ok()?;
+    v.get(key)?.as_str().map(str::to_owned)
+}
+
 /// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`.
 pub fn result(id: &RawValue, result: &str) -> Vec<u8> {
     // Exactly the length needed: a full Vec becomes `Bytes` without another allocation.

@@ -396,22 +396,26 @@ impl Session {
         field: &str,
     ) -> Vec<u8> {
         self.hub.await_starting().await;
-        let results = self.fan_out(method, capability).await;
+        let merged = self.routed_items(method, capability, field).await;
+        jsonrpc::result(id, &json!({ field: merged }).to_string())
+    }
+
+    /// The `field` items of every ready server with `capability` (answering `method`),
+    /// renamed where needed, with their routes recorded.
+    async fn routed_items(&self, method: &str, capability: &str, field: &str) -> Vec<Value> {
         let mut merged = Vec::new();
-        for (server, result) in results {
-            let Ok(raw) = result else { continue };
-            let Ok(mut v) = serde_json::from_str::<Value>(raw.get()) else {
-                continue;
-            };
-            let Some(items) = v.get_mut(field).and_then(Value::as_array_mut) else {
-                continue;
-            };
-            for mut item in items.drain(..) {
-                self.record_route(&server, field, &mut item);
-                merged.push(item);
+        for (server, result) in self.fan_out(method, capability).await {
+            if let Ok(raw) = result
+                && let Ok(mut v) = serde_json::from_str::<Value>(raw.get())
+                && let Some(items) = v.get_mut(field).and_then(Value::as_array_mut)
+            {
+                for mut item in items.drain(..) {
+                    self.record_route(&server, field, &mut item);
+                    merged.push(item);
+                }
             }
         }
-        jsonrpc::result(id, &json!({ field: merged }).to_string())
+        merged
     }
 
     fn record_route(&self, server: &str, field: &str, item: &mut Value) {
@@ -526,10 +530,7 @@ impl Session {
         method: &str,
         params: Option<&RawValue>,
     ) -> Vec<u8> {
-        let uri = params
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .and_then(|v| v.get("uri").and_then(Value::as_str).map(str::to_owned));
-        let Some(uri) = uri else {
+        let Some(uri) = jsonrpc::str_member(params.map(RawValue::get), "uri") else {
             return jsonrpc::error(
                 Some(id),
                 jsonrpc::INVALID_PARAMS,
@@ -593,16 +594,7 @@ impl Session {
 
     /// Lists `field` items of every server with `capability`, only to record routes.
     async fn learn_routes(&self, method: &str, field: &str, capability: &str) {
-        for (server, result) in self.fan_out(method, capability).await {
-            if let Ok(raw) = result
-                && let Ok(mut v) = serde_json::from_str::<Value>(raw.get())
-                && let Some(items) = v.get_mut(field).and_then(Value::as_array_mut)
-            {
-                for item in items.iter_mut() {
-                    self.record_route(&server, field, item);
-                }
-            }
-        }
+        self.routed_items(method, capability, field).await;
     }
 
     async fn complete(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
@@ -654,10 +646,7 @@ impl Session {
     }
 
     async fn set_level(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
-        let level = params
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .and_then(|v| v.get("level").and_then(Value::as_str).map(str::to_owned));
-        let Some(level) = level else {
+        let Some(level) = jsonrpc::str_member(params.map(RawValue::get), "level") else {
             return jsonrpc::error(
                 Some(id),
                 jsonrpc::INVALID_PARAMS,

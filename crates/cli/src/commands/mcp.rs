@@ -45,10 +45,7 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
     {
         return handoff(stream, &paths).await;
     }
-    let mut line = serde_json::to_string(&Request::Mcp).expect("serializes");
-    line.push('\n');
-    stream
-        .write_all(line.as_bytes())
+    corral_daemon::client::send(&mut stream, &Request::Mcp)
         .await
         .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
@@ -73,13 +70,17 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
                 if agent_done {
                     return Ok(());
                 }
-                return Err(Failure::Op(format!(
-                    "the project daemon went away (see {}); restart the MCP connection to start a new one",
-                    paths.daemon_log.display()
-                )));
+                return Err(daemon_gone(&paths));
             }
         }
     }
+}
+
+fn daemon_gone(paths: &corral_daemon::Paths) -> Failure {
+    Failure::Op(format!(
+        "the project daemon went away (see {}); restart the MCP connection to start a new one",
+        paths.daemon_log.display()
+    ))
 }
 
 /// Hands our stdin/stdout to the daemon, which then serves the agent on them directly,
@@ -87,18 +88,9 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
 async fn handoff(stream: tokio::net::UnixStream, paths: &corral_daemon::Paths) -> CmdResult {
     use std::os::fd::AsRawFd;
     use tokio::io::AsyncBufReadExt;
-    let gone = || {
-        Failure::Op(format!(
-            "the project daemon went away (see {}); restart the MCP connection to start a new one",
-            paths.daemon_log.display()
-        ))
-    };
-    let mut line = serde_json::to_string(&Request::McpHandoff).expect("serializes");
-    line.push('\n');
+    let gone = || daemon_gone(paths);
     let mut stream = tokio::io::BufReader::new(stream);
-    stream
-        .get_mut()
-        .write_all(line.as_bytes())
+    corral_daemon::client::send(stream.get_mut(), &Request::McpHandoff)
         .await
         .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
     let mut reply = String::new();
