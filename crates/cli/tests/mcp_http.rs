@@ -36,9 +36,22 @@ fn token_file_is_private_and_required() {
     let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
     let r = up.post(init, &[("Authorization", "Bearer wrong")]);
     assert_eq!(r.status, 401, "{r:?}");
-    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(r#"Bearer realm="corral", error="invalid_token""#)
+    );
+    let token_file = p.dir.join(".corral/token");
+    assert!(
+        r.body.contains("wrong bearer token") && r.body.contains(&*token_file.to_string_lossy()),
+        "the body says where the token is: {r:?}"
+    );
     let r = request(&up.addr, "POST", "/mcp", &[], init);
     assert_eq!(r.status, 401, "no token at all: {r:?}");
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(r#"Bearer realm="corral""#)
+    );
+    assert!(r.body.contains("missing bearer token"), "{r:?}");
     // The same token is used on the next start.
     drop(up);
     let again = Up::start(&p);

@@ -70,8 +70,8 @@ use std::path::Path;
 pub use discover::{discover, discover_with};
 pub use error::{ConfigError, Problem};
 pub use model::{
-    Config, CrashLoop, Format, GatewayConfig, HttpAuth, ProcessConfig, ProxyConfig, RestartPolicy,
-    ServerConfig, ToolFilter, ToolPrefix, Transport,
+    Config, CrashLoop, Format, GatewayConfig, HttpAuth, Listen, ProcessConfig, ProxyConfig,
+    RestartPolicy, ServerConfig, ToolFilter, ToolPrefix, Transport,
 };
 pub use template::init_template;
 

@@ -54,12 +54,32 @@ impl Config {
     }
 }
 
+/// Where the Streamable HTTP endpoint listens.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum Listen {
+    /// Not configured: a free loopback port — the one used last time when it is still
+    /// free, so HTTP clients keep working across daemon restarts, while two projects
+    /// never clash over a fixed default.
+    #[default]
+    Auto,
+    /// `IP:PORT` as configured (validated to parse as a socket address); port 0 picks a
+    /// new free port on every start.
+    Addr(String),
+}
+
+impl std::fmt::Display for Listen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Listen::Auto => f.write_str("a free loopback port"),
+            Listen::Addr(a) => f.write_str(a),
+        }
+    }
+}
+
 /// The shared MCP endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayConfig {
-    /// `IP:PORT` of the Streamable HTTP endpoint; port 0 picks a free port. Validated
-    /// to parse as a socket address.
-    pub listen: String,
+    pub listen: Listen,
     pub tool_prefix: ToolPrefix,
     /// Offer the built-in tools (`servers`, `server_logs`, `restart_server`).
     pub builtin_tools: bool,
@@ -70,7 +90,7 @@ pub struct GatewayConfig {
 impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
-            listen: DEFAULT_LISTEN.to_owned(),
+            listen: Listen::Auto,
             tool_prefix: ToolPrefix::Always,
             builtin_tools: true,
             auth: HttpAuth::Token,
@@ -87,8 +107,6 @@ pub enum HttpAuth {
     /// No token: any local process may connect. Host and Origin are still checked.
     None,
 }
-
-pub(crate) const DEFAULT_LISTEN: &str = "127.0.0.1:7333";
 
 /// How aggregated tools are named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

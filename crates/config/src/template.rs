@@ -15,9 +15,11 @@ const HEADER: &str = r#"# corral.toml: the MCP servers and dev processes of this
 # environment variable (${env:NAME:-fallback} if it may be unset) and $$ for a literal $.
 
 [gateway]
-# Address of the shared MCP endpoint (Streamable HTTP at /mcp; `corral up` serves it).
-# Port 0 picks a free port; `corral ps` shows the one chosen.
-listen = "127.0.0.1:7333"
+# Address of the shared MCP endpoint (Streamable HTTP at /mcp). Unset: a free loopback
+# port, the same one as last time when it is still free; `corral up` prints it,
+# `corral ps` shows it and .corral/endpoint holds it. Agents that start `corral mcp`
+# do not need it. Set an address only if an HTTP client needs a fixed one:
+# listen = "127.0.0.1:8080"
 # "always": tools are named <server>__<tool>, so no two servers can collide.
 # "never": bare tool names; when two servers offer the same name, the second one's
 # tool keeps its prefix (and `corral events` says so).
@@ -181,7 +183,7 @@ mod tests {
         let config = load_str(Path::new("/proj/corral.toml"), &text, &no_env).unwrap();
         assert_eq!(config.format, Format::Toml);
         assert!(config.servers.is_empty());
-        assert_eq!(config.gateway.listen, "127.0.0.1:7333");
+        assert_eq!(config.gateway.listen, crate::Listen::Auto);
     }
 
     #[test]

@@ -74,6 +74,11 @@ listen = "127.0.0.1:4173"
     assert_eq!(config.state_dir, Path::new("/proj/.corral"));
     assert_eq!(config.format, Format::Toml);
     assert_eq!(config.gateway.tool_prefix, ToolPrefix::Always);
+    assert_eq!(
+        config.gateway.listen,
+        crate::Listen::Addr("127.0.0.1:7333".into()),
+        "an explicit listen is kept as written"
+    );
 
     let files = config.server("files").unwrap();
     assert_eq!(

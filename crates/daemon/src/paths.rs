@@ -20,6 +20,9 @@ pub struct Paths {
     pub journal: PathBuf,
     /// stdout/stderr of a detached daemon.
     pub daemon_log: PathBuf,
+    /// `http://ADDR/mcp` of the HTTP endpoint, one line, for scripts; written when the
+    /// daemon listens, left after it stops (an unset `listen` reuses the port).
+    pub endpoint: PathBuf,
 }
 
 impl Paths {
@@ -38,6 +41,7 @@ impl Paths {
             spawn_lock: state_dir.join("daemon.lock"),
             journal: state_dir.join("events.jsonl"),
             daemon_log: state_dir.join("daemon.log"),
+            endpoint: state_dir.join("endpoint"),
         }
     }
 

@@ -4,7 +4,7 @@ use crate::journal;
 use crate::lock::FileLock;
 use crate::paths::Paths;
 use crate::protocol::{Reply, Request};
-use corral_config::{Config, HttpAuth, ToolPrefix};
+use corral_config::{Config, HttpAuth, Listen, ToolPrefix};
 use corral_events::{Event, EventBus};
 use corral_gateway::builtin::server_row;
 use corral_gateway::http::{HttpGateway, HttpOptions};
@@ -13,12 +13,13 @@ use corral_supervisor::{Console, NotificationHook, ServerHandle, Supervisor, Sup
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{Seek, SeekFrom, Write};
+use std::net::Ipv4Addr;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio::sync::{broadcast, watch};
 
 /// Why the daemon could not run.
@@ -32,14 +33,6 @@ pub enum DaemonError {
     Io {
         what: &'static str,
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "cannot listen on {addr} ({source}); change [gateway] listen (port 0 picks a free port)"
-    )]
-    Listen {
-        addr: String,
         #[source]
         source: std::io::Error,
     },
@@ -57,7 +50,10 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
 #[derive(Debug, Clone)]
 pub struct DaemonInfo {
     pub pid: u32,
-    pub endpoint: String,
+    /// `http://ADDR/mcp`, or `None` when the HTTP endpoint could not listen.
+    pub endpoint: Option<String>,
+    /// Why there is no HTTP endpoint. Agents on stdio (`corral mcp`) are unaffected.
+    pub http_error: Option<String>,
     pub token: Option<String>,
     pub socket: PathBuf,
 }
@@ -83,7 +79,8 @@ struct State {
     paths: Paths,
     info: DaemonInfo,
     hub: Arc<Hub>,
-    http: Arc<HttpGateway>,
+    /// `None` when the HTTP endpoint could not listen (`info.http_error` says why).
+    http: Option<Arc<HttpGateway>>,
     /// Taken out at shutdown.
     supervisor: tokio::sync::Mutex<Option<Supervisor>>,
     bus: EventBus,
@@ -130,18 +127,19 @@ pub async fn run(
         HttpAuth::Token => Some(load_or_create_token(&paths.state_dir)?),
         HttpAuth::None => None,
     };
-    let listener = tokio::net::TcpListener::bind(&config.gateway.listen)
-        .await
-        .map_err(|source| DaemonError::Listen {
-            addr: config.gateway.listen.clone(),
-            source,
-        })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| DaemonError::Listen {
-            addr: config.gateway.listen.clone(),
-            source,
-        })?;
+    let listener = bind_http(&config.gateway.listen, &paths.endpoint).await;
+    let _ = std::fs::remove_file(&paths.endpoint);
+    let local = match &listener {
+        Ok(l) => {
+            let local = l.local_addr().ok();
+            if let Some(addr) = local {
+                write_private(&paths.endpoint, &format!("http://{addr}/mcp\n"))
+                    .map_err(io("write", &paths.endpoint))?;
+            }
+            local
+        }
+        Err(_) => None,
+    };
 
     let bus = EventBus::default();
     let journal = journal::spawn_writer(&bus, paths.journal.clone());
@@ -180,30 +178,46 @@ pub async fn run(
         Some(req_rx),
         Some(hook),
     );
-    let http = HttpGateway::new(
-        hub.clone(),
-        HttpOptions {
-            token: token.clone(),
-            local_addr: local,
-        },
-    );
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
-    let http_task = {
-        let http = http.clone();
-        let mut rx = shutdown_rx.clone();
-        tokio::spawn(async move {
-            http.serve(listener, async move {
-                let _ = rx.wait_for(|s| *s).await;
-            })
-            .await
-        })
+    let (http, http_task) = match (listener, local) {
+        (Ok(listener), Some(local_addr)) => {
+            let http = HttpGateway::new(
+                hub.clone(),
+                HttpOptions {
+                    token: token.clone(),
+                    token_file: paths.state_dir.join("token"),
+                    local_addr,
+                },
+            );
+            let task = {
+                let http = http.clone();
+                let mut rx = shutdown_rx.clone();
+                tokio::spawn(async move {
+                    http.serve(listener, async move {
+                        let _ = rx.wait_for(|s| *s).await;
+                    })
+                    .await
+                })
+            };
+            (Ok(http), Some(task))
+        }
+        (Err(reason), _) => (Err(reason), None),
+        (Ok(_), None) => (Err("cannot read the bound address".to_owned()), None),
     };
     let info = DaemonInfo {
         pid: std::process::id(),
-        endpoint: format!("http://{local}/mcp"),
+        endpoint: local.map(|a| format!("http://{a}/mcp")),
+        http_error: http.as_ref().err().cloned(),
         token,
         socket: paths.socket.clone(),
     };
+    if let Some(reason) = &info.http_error {
+        bus.emit(
+            Event::new("gateway.listen_failed", "corral")
+                .with("listen", config.gateway.listen.to_string())
+                .with("reason", reason.clone()),
+        );
+    }
     bus.emit(
         Event::new("daemon.started", "corral")
             .with("pid", info.pid)
@@ -217,7 +231,7 @@ pub async fn run(
         paths,
         info,
         hub,
-        http,
+        http: http.ok(),
         supervisor: tokio::sync::Mutex::new(Some(supervisor)),
         bus: bus.clone(),
         shutdown: shutdown_tx,
@@ -259,13 +273,64 @@ pub async fn run(
             .shutdown(grace * 2 + Duration::from_secs(3))
             .await;
     }
-    let _ = http_task.await;
+    if let Some(task) = http_task {
+        let _ = task.await;
+    }
     bus.emit(Event::new("daemon.stopped", "corral").with("pid", state.info.pid));
     drop(state);
     drop(bus);
     let _ = tokio::time::timeout(Duration::from_secs(2), journal).await;
     drop(lock);
     Ok(())
+}
+
+/// Binds the HTTP endpoint: the configured address; unset, the port of the last run
+/// (from `endpoint_file`) when it is still free, else any free loopback port. The error
+/// is a message for `corral ps` and the `gateway.listen_failed` event: the daemon runs
+/// on without HTTP, since stdio agents do not need it.
+async fn bind_http(listen: &Listen, endpoint_file: &Path) -> Result<TcpListener, String> {
+    let addr = match listen {
+        Listen::Addr(a) => a.clone(),
+        Listen::Auto => {
+            let last_port = std::fs::read_to_string(endpoint_file)
+                .ok()
+                .and_then(|url| port_of(&url));
+            if let Some(port) = last_port
+                && let Ok(l) = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await
+            {
+                return Ok(l);
+            }
+            "127.0.0.1:0".to_owned()
+        }
+    };
+    TcpListener::bind(&addr).await.map_err(|e| {
+        format!(
+            "cannot listen on {addr} ({e}); HTTP clients cannot connect, agents using \
+             `corral mcp` are unaffected; change or remove [gateway] listen (unset: a free port)"
+        )
+    })
+}
+
+/// The port of an `http://127.0.0.1:PORT/mcp` endpoint URL.
+fn port_of(url: &str) -> Option<u16> {
+    let authority = url.trim().strip_prefix("http://127.0.0.1:")?;
+    authority
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+        .filter(|p| *p != 0)
+}
+
+/// Writes `text` to `path`, readable by the owner only.
+fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(text.as_bytes())
 }
 
 fn write_pid(lock: &FileLock) -> std::io::Result<()> {
@@ -641,8 +706,9 @@ async fn handle(state: &State, request: Request) -> Reply {
             settle(&h).await
         }
         Request::Shutdown => {
+            let agents = state.hub.session_count();
             let _ = state.shutdown.send(true);
-            Reply::ok(json!({ "pid": state.info.pid }))
+            Reply::ok(json!({ "pid": state.info.pid, "agents": agents }))
         }
         Request::Reload => reload(state).await,
         Request::Mcp | Request::McpHandoff | Request::Events { .. } | Request::Logs { .. } => {
@@ -672,6 +738,7 @@ fn status(state: &State) -> Value {
         "socket": state.info.socket,
         "version": env!("CARGO_PKG_VERSION"),
         "agents": state.hub.session_count(),
-        "http_sessions": state.http.session_count(),
+        "http_error": state.info.http_error,
+        "http_sessions": state.http.as_ref().map_or(0, |h| h.session_count()),
     })
 }

@@ -42,6 +42,8 @@ const BACKLOG: usize = 1000;
 pub struct HttpOptions {
     /// `None`: no token required.
     pub token: Option<String>,
+    /// Where the token is kept, named in a 401 so a person or client can act on it.
+    pub token_file: std::path::PathBuf,
     /// The address actually bound (its host is accepted in `Host`).
     pub local_addr: SocketAddr,
 }
@@ -203,7 +205,7 @@ impl HttpGateway {
             .map(|(_, s)| s)
             .collect();
         for s in sessions {
-            self.hub.close_session(s.session.id());
+            self.hub.close_session(s.session.id(), "shutdown");
         }
     }
 
@@ -253,13 +255,25 @@ impl HttpGateway {
                 .and_then(|h| h.strip_prefix("Bearer "))
                 .map(str::trim);
             if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
+                // RFC 6750: no credentials → a bare challenge; wrong ones → invalid_token.
+                let (what, challenge) = match given {
+                    None => ("missing bearer token", r#"Bearer realm="corral""#),
+                    Some(_) => (
+                        "wrong bearer token",
+                        r#"Bearer realm="corral", error="invalid_token""#,
+                    ),
+                };
                 let r = rpc_error(
                     401,
                     jsonrpc::INVALID_REQUEST,
-                    "missing or wrong bearer token: send `Authorization: Bearer <token>` \
-                     (the token is in .corral/token; `corral up` prints it)",
+                    &format!(
+                        "{what}: send `Authorization: Bearer <token>` with the token from {} \
+                         (`corral up` in the foreground prints it; `[gateway] auth = \"none\"` \
+                         turns it off)",
+                        self.opts.token_file.display()
+                    ),
                 );
-                return Some(r.header("www-authenticate", "Bearer"));
+                return Some(r.header("www-authenticate", challenge));
             }
         }
         None
@@ -424,7 +438,7 @@ impl HttpGateway {
         let out = Arc::new(HttpOutbound {
             streams: Mutex::new(Streams::default()),
         });
-        let session = self.hub.open_session(out.clone());
+        let session = self.hub.open_session(out.clone(), "http");
         let hs = Arc::new(HttpSession {
             session,
             out,
@@ -476,7 +490,7 @@ impl HttpGateway {
         };
         match self.sessions.lock().unwrap().remove(id) {
             Some(hs) => {
-                self.hub.close_session(hs.session.id());
+                self.hub.close_session(hs.session.id(), "deleted");
                 full(200, "application/json", Bytes::new())
             }
             None => rpc_error(404, jsonrpc::INVALID_REQUEST, "unknown session"),
@@ -501,7 +515,7 @@ impl HttpGateway {
             ids.iter().filter_map(|k| sessions.remove(k)).collect()
         };
         for hs in expired {
-            self.hub.close_session(hs.session.id());
+            self.hub.close_session(hs.session.id(), "expired");
         }
     }
 

@@ -124,10 +124,15 @@ impl Hub {
         hub
     }
 
-    /// A new agent session writing through `out`.
-    pub fn open_session(self: &Arc<Self>, out: Arc<dyn Outbound>) -> Arc<Session> {
+    /// A new agent session writing through `out`; `transport` (`stdio`, `http`) names
+    /// how the agent is connected, in its `agent.*` events.
+    pub fn open_session(
+        self: &Arc<Self>,
+        out: Arc<dyn Outbound>,
+        transport: &'static str,
+    ) -> Arc<Session> {
         let id = self.next_id();
-        let session = Session::new(id, self.clone(), out);
+        let session = Session::new(id, self.clone(), out, transport);
         self.sessions
             .lock()
             .unwrap()
@@ -135,9 +140,15 @@ impl Hub {
         session
     }
 
-    /// Forgets a session; what it had in flight is dropped by its owner.
-    pub fn close_session(&self, id: u64) {
-        self.sessions.lock().unwrap().remove(&id);
+    /// Forgets a session (again: a no-op); what it had in flight is dropped by its owner.
+    /// `reason` says why it ended, in the `agent.disconnected` event.
+    pub fn close_session(&self, id: u64, reason: &str) {
+        let Some(shared) = self.sessions.lock().unwrap().remove(&id) else {
+            return;
+        };
+        if let Some(ev) = shared.disconnected_event(reason) {
+            self.bus.emit(ev);
+        }
         self.progress.lock().unwrap().retain(|_, r| r.session != id);
         let orphaned: Vec<Responder> = {
             let mut reqs = self.client_requests.lock().unwrap();
@@ -161,6 +172,10 @@ impl Hub {
     /// Number of open sessions.
     pub fn session_count(&self) -> usize {
         self.sessions.lock().unwrap().len()
+    }
+
+    pub(crate) fn emit(&self, ev: Event) {
+        self.bus.emit(ev);
     }
 
     pub(crate) fn next_id(&self) -> u64 {

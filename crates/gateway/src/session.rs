@@ -11,6 +11,7 @@ use crate::catalog::Route;
 use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
 use crate::jsonrpc::{self, Envelope, Request};
 use crate::naming;
+use corral_events::Event;
 use corral_supervisor::{CallError, RpcError, ServerState};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -28,6 +29,11 @@ pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26
 pub struct SessionShared {
     id: u64,
     out: Arc<dyn Outbound>,
+    /// How the agent is connected (`stdio`, `http`), for its events.
+    transport: &'static str,
+    opened: std::time::Instant,
+    /// `clientInfo` of its `initialize` ("name version"), once it said hello.
+    client: Mutex<Option<String>>,
     initialized: AtomicBool,
     log_level: AtomicU8,
     caps: Mutex<Value>,
@@ -65,6 +71,19 @@ impl SessionShared {
     pub fn protocol(&self) -> Option<String> {
         self.protocol.lock().unwrap().clone()
     }
+
+    /// `agent.disconnected`, for a session that had said hello (`agent.connected`).
+    pub(crate) fn disconnected_event(&self, reason: &str) -> Option<Event> {
+        let client = self.client.lock().unwrap().clone()?;
+        Some(
+            Event::new("agent.disconnected", "corral")
+                .with("session", self.id)
+                .with("transport", self.transport)
+                .with("client", client)
+                .with("reason", reason)
+                .with("connected_s", self.opened.elapsed().as_secs()),
+        )
+    }
 }
 
 /// RFC 5424 severities as MCP names them, lowest first.
@@ -94,12 +113,20 @@ pub struct Session {
 pub type Reply = Box<dyn FnOnce(Option<Vec<u8>>) + Send>;
 
 impl Session {
-    pub(crate) fn new(id: u64, hub: Arc<Hub>, out: Arc<dyn Outbound>) -> Arc<Session> {
+    pub(crate) fn new(
+        id: u64,
+        hub: Arc<Hub>,
+        out: Arc<dyn Outbound>,
+        transport: &'static str,
+    ) -> Arc<Session> {
         Arc::new(Session {
             hub,
             shared: Arc::new(SessionShared {
                 id,
                 out,
+                transport,
+                opened: std::time::Instant::now(),
+                client: Mutex::new(None),
                 initialized: AtomicBool::new(false),
                 log_level: AtomicU8::new(level_rank("info")),
                 caps: Mutex::new(Value::Null),
@@ -184,6 +211,14 @@ impl Session {
         out
     }
 
+    /// Cancels every request in flight (their tasks end, their forwarded calls are
+    /// cancelled on the servers): the agent is gone.
+    pub fn cancel_all(&self) {
+        // Dropping a request's sender wakes its `run_cancellable` as a cancellation.
+        let cancelled = std::mem::take(&mut *self.inflight.lock().unwrap());
+        drop(cancelled);
+    }
+
     /// Handles one request inline and returns its response (`None` if it was
     /// cancelled). For transports that already run each request on its own task (HTTP:
     /// one per connection).
@@ -254,6 +289,7 @@ impl Session {
             PROTOCOL_VERSIONS[0]
         };
         *self.shared.caps.lock().unwrap() = p.get("capabilities").cloned().unwrap_or(Value::Null);
+        self.hello(&p, version);
         *self.shared.protocol.lock().unwrap() = Some(version.to_owned());
         let instructions: Vec<String> = self
             .hub
@@ -286,6 +322,34 @@ impl Session {
         }
         result["instructions"] = Value::String(text);
         jsonrpc::result(id, &result.to_string())
+    }
+
+    /// Records who the agent is and says so (`agent.connected`, once per session).
+    fn hello(&self, params: &Value, version: &str) {
+        let info = &params["clientInfo"];
+        let client = format!(
+            "{} {}",
+            info["name"].as_str().unwrap_or("unknown"),
+            info["version"].as_str().unwrap_or("")
+        )
+        .trim_end()
+        .to_owned();
+        if self
+            .shared
+            .client
+            .lock()
+            .unwrap()
+            .replace(client.clone())
+            .is_none()
+        {
+            self.hub.emit(
+                Event::new("agent.connected", "corral")
+                    .with("session", self.shared.id)
+                    .with("transport", self.shared.transport)
+                    .with("client", client)
+                    .with("protocol", version),
+            );
+        }
     }
 
     async fn call_tool(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {

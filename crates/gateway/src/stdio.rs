@@ -1,5 +1,6 @@
 //! The gateway on stdin/stdout: one session, newline-delimited JSON-RPC.
 
+use crate::Session;
 use crate::hub::{Hub, Outbound};
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -19,8 +20,28 @@ impl Outbound for StdoutOutbound {
     }
 }
 
+/// Ends a session however [`serve`] ends. Dropped with the future (the bridge that
+/// handed over the agent's pipes died, the command was interrupted), it cancels the
+/// calls in flight — the servers get `notifications/cancelled` — and closes the agent's
+/// pipes; after a normal end there is nothing left for it to do.
+struct SessionGuard {
+    hub: Arc<Hub>,
+    session: Arc<Session>,
+    writer: tokio::task::AbortHandle,
+    reason: &'static str,
+}
+
+impl Drop for SessionGuard {
+    fn drop(&mut self) {
+        self.session.cancel_all();
+        self.hub.close_session(self.session.id(), self.reason);
+        self.writer.abort();
+    }
+}
+
 /// Serves one agent on `input`/`output` until the agent closes `input`; responses still
-/// in flight are written before returning.
+/// in flight are written before returning. Dropping the future instead ends the session
+/// at once: its calls are cancelled and `output` is closed.
 pub async fn serve(
     hub: Arc<Hub>,
     input: impl AsyncRead + Unpin,
@@ -28,7 +49,13 @@ pub async fn serve(
 ) {
     let (tx, rx) = mpsc::unbounded_channel::<Vec<u8>>();
     let writer = tokio::spawn(write_loop(output, rx));
-    let session = hub.open_session(Arc::new(StdoutOutbound(tx.clone())));
+    let session = hub.open_session(Arc::new(StdoutOutbound(tx.clone())), "stdio");
+    let mut guard = SessionGuard {
+        hub: hub.clone(),
+        session: session.clone(),
+        writer: writer.abort_handle(),
+        reason: "gone",
+    };
     let mut reader = BufReader::with_capacity(64 * 1024, input);
     let mut line = Vec::with_capacity(4096);
     loop {
@@ -68,7 +95,9 @@ pub async fn serve(
             }),
         );
     }
-    hub.close_session(session.id());
+    // The agent closed its input: answer what is in flight, then end.
+    guard.reason = "closed";
+    hub.close_session(session.id(), guard.reason);
     drop(session);
     drop(tx);
     let _ = writer.await;

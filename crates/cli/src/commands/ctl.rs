@@ -19,9 +19,10 @@ pub async fn ps(config: Option<&Path>, json: bool) -> CmdResult {
     println!(
         "daemon pid {}  endpoint {}  agents {}",
         d["pid"],
-        d["endpoint"].as_str().unwrap_or(""),
+        d["endpoint"].as_str().unwrap_or("none"),
         d["agents"]
     );
+    super::up::warn_no_http(d);
     let mut rows = vec![vec![
         "NAME".into(),
         "STATE".into(),

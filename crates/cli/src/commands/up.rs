@@ -37,7 +37,16 @@ async fn serve(cfg: corral_config::Config) -> CmdResult {
 
 fn announce(info: &corral_daemon::DaemonInfo) {
     // The first line is the one scripts read: where the endpoint is.
-    println!("corral: MCP endpoint {}", info.endpoint);
+    match (&info.endpoint, &info.http_error) {
+        (Some(endpoint), _) => println!("corral: MCP endpoint {endpoint}"),
+        (None, why) => {
+            println!("corral: no HTTP endpoint");
+            eprintln!(
+                "corral: warning: {}",
+                why.as_deref().unwrap_or("not listening")
+            );
+        }
+    }
     match &info.token {
         Some(t) => println!("corral: bearer token {t} (stored in .corral/token)"),
         None => println!("corral: no token required (gateway.auth = \"none\")"),
@@ -56,8 +65,9 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
         println!(
             "corral: daemon already running (pid {}), MCP endpoint {}",
             status["pid"],
-            status["endpoint"].as_str().unwrap_or("")
+            status["endpoint"].as_str().unwrap_or("none")
         );
+        warn_no_http(&status);
         return Ok(());
     }
     let exe = std::env::current_exe()
@@ -66,16 +76,24 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
         .await
         .map_err(|e| Failure::Op(e.to_string()))?;
     let status = project::daemon_request(cfg, &Request::Status).await?;
-    println!(
-        "corral: MCP endpoint {}",
-        status["endpoint"].as_str().unwrap_or("")
-    );
+    match status["endpoint"].as_str() {
+        Some(endpoint) => println!("corral: MCP endpoint {endpoint}"),
+        None => println!("corral: no HTTP endpoint"),
+    }
+    warn_no_http(&status);
     println!(
         "corral: daemon started (pid {}); logs in {}; `corral down` stops it",
         status["pid"],
         p.daemon_log.display()
     );
     Ok(())
+}
+
+/// Says why the daemon has no HTTP endpoint, if it has none.
+pub fn warn_no_http(status: &serde_json::Value) {
+    if let Some(why) = status["http_error"].as_str() {
+        eprintln!("corral: warning: {why}");
+    }
 }
 
 /// `corral down`.
@@ -101,5 +119,17 @@ pub async fn down(config: Option<&Path>) -> CmdResult {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     println!("corral: daemon stopped (pid {})", reply["pid"]);
+    match reply["agents"].as_u64().unwrap_or(0) {
+        0 => {}
+        n => println!(
+            "corral: {n} agent session{} ended with it; an agent using `corral mcp` gets \
+             its tools back when it restarts its MCP connection (that starts a new daemon)",
+            if n == 1 {
+                " was connected and"
+            } else {
+                "s were connected and"
+            }
+        ),
+    }
     Ok(())
 }

@@ -23,8 +23,18 @@ impl McpClient {
     }
 
     pub fn start_with(p: &super::Project, capabilities: Value) -> McpClient {
+        Self::spawn(p, &["mcp", "--standalone"], capabilities)
+    }
+
+    /// Starts `corral mcp` as a bridge to the project's daemon (started if none runs)
+    /// and performs the handshake.
+    pub fn bridge(p: &super::Project) -> McpClient {
+        Self::spawn(p, &["mcp"], json!({}))
+    }
+
+    fn spawn(p: &super::Project, args: &[&str], capabilities: Value) -> McpClient {
         let mut child = p
-            .cmd(&["mcp", "--standalone"])
+            .cmd(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -131,6 +141,29 @@ impl McpClient {
             .iter()
             .map(|t| t["name"].as_str().unwrap().to_owned())
             .collect()
+    }
+
+    /// Waits until nobody holds the write end of corral's stdout any more (EOF), failing
+    /// on any message that arrives first.
+    pub fn wait_stdout_closed(&mut self) {
+        match self.lines.recv_timeout(super::DEADLINE) {
+            Err(RecvTimeoutError::Disconnected) => {}
+            Err(RecvTimeoutError::Timeout) => panic!("corral's stdout is still open"),
+            Ok(m) => panic!("expected EOF on corral's stdout, got {m}"),
+        }
+    }
+
+    /// Whether a write to corral's stdin fails because nobody reads it any more.
+    pub fn stdin_closed(&mut self) -> bool {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        let ping = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/ping\"}\n";
+        stdin.write_all(ping).and_then(|()| stdin.flush()).is_err()
+    }
+
+    /// Closes stdin, then waits for the response to `id` (sent before).
+    pub fn close_input_and_read(&mut self, id: u64) -> Value {
+        drop(self.stdin.take());
+        self.response(id)
     }
 
     /// Closes stdin and waits for corral to exit.

@@ -290,7 +290,7 @@ impl Reader {
                 node.pos,
                 key,
                 format!(
-                    r#"invalid listen address {s:?}; expected IP:PORT like "127.0.0.1:7333" (port 0 picks a free port)"#
+                    r#"invalid listen address {s:?}; expected IP:PORT like "127.0.0.1:8080" (port 0 picks a free port)"#
                 ),
             );
             None

@@ -240,10 +240,10 @@ impl Reader {
             return gateway;
         };
         self.check_keys(entries, "gateway", GATEWAY_KEYS);
-        if let Some(e) = node.get("listen") {
-            gateway.listen = self
-                .socket_addr(&e.node, "gateway.listen")
-                .unwrap_or(gateway.listen);
+        if let Some(e) = node.get("listen")
+            && let Some(addr) = self.socket_addr(&e.node, "gateway.listen")
+        {
+            gateway.listen = crate::Listen::Addr(addr);
         }
         if let Some(e) = node.get("tool_prefix") {
             let prefix = self.choice(&e.node, "gateway.tool_prefix", TOOL_PREFIX_CHOICES);
