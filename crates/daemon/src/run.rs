@@ -187,6 +187,7 @@ pub async fn run(
                     token: token.clone(),
                     token_file: paths.state_dir.join("token"),
                     local_addr,
+                    limits: Default::default(),
                 },
             );
             let task = {

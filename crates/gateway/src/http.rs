@@ -15,14 +15,20 @@
 //! Security: the endpoint requires `Authorization: Bearer <token>` unless configured
 //! otherwise; `Host` must name a loopback address (or the configured listen address)
 //! and a browser's `Origin` must be a loopback origin, which defeats DNS rebinding.
-//! Accepted sockets get `TCP_NODELAY`: without it every response waits out a delayed
-//! ACK (DESIGN.md measured 44 ms per call). HTTP/1.1 itself is [`crate::http1`].
+//! These checks run on the request head, before a byte of the body is read (and before
+//! `100 Continue` is sent). Duplicated `Host`, `Origin`, `Authorization` or
+//! `Mcp-Session-Id` headers and absolute-form targets are refused: a proxy or a smuggler
+//! is not a client this endpoint serves. HTTP/1.1 itself, the connection cap and the
+//! timeouts are [`crate::httpd`].
 
-use crate::http1::{self, Body, Method, Request, Response};
+use crate::httpd::{self, Body, BodyError, Limits};
 use crate::hub::{Hub, Outbound};
 use crate::jsonrpc::{self, Envelope};
 use crate::session::{PROTOCOL_VERSIONS, Session};
 use bytes::Bytes;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, StatusCode};
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -32,8 +38,12 @@ use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+type Request = hyper::Request<Incoming>;
+type Response = hyper::Response<Body>;
+
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024 * 1024;
+
 /// Messages kept for a session while it has no GET stream open.
 const BACKLOG: usize = 1000;
 
@@ -46,10 +56,63 @@ pub struct HttpOptions {
     pub token_file: std::path::PathBuf,
     /// The address actually bound (its host is accepted in `Host`).
     pub local_addr: SocketAddr,
+    /// Connection cap and timeouts.
+    pub limits: Limits,
 }
 
 fn full(status: u16, content_type: &'static str, body: impl Into<Bytes>) -> Response {
-    Response::new(status, Body::Full(body.into())).header("content-type", content_type)
+    let mut r = hyper::Response::new(Body::full(body));
+    *r.status_mut() = StatusCode::from_u16(status).expect("a valid status");
+    r.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    r
+}
+
+/// `r`, after which the connection is closed.
+fn closing(mut r: Response) -> Response {
+    r.headers_mut()
+        .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
+/// `r` with one more header (values Corral makes are always valid).
+fn with_header(mut r: Response, name: &'static str, value: &str) -> Response {
+    if let Ok(v) = HeaderValue::from_str(value) {
+        r.headers_mut().insert(name, v);
+    }
+    r
+}
+
+/// The value of header `name`; `Err` when it is sent more than once or is not text.
+// The error is the response to send: built once, returned once, not worth a box.
+#[allow(clippy::result_large_err)]
+fn single_header<'a, B>(
+    req: &'a hyper::Request<B>,
+    name: &str,
+) -> Result<Option<&'a str>, Response> {
+    let mut values = req.headers().get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(rpc_error(
+            400,
+            jsonrpc::INVALID_REQUEST,
+            &format!("header {name} sent more than once"),
+        ));
+    }
+    match first.map(HeaderValue::to_str) {
+        None => Ok(None),
+        Some(Ok(v)) => Ok(Some(v)),
+        Some(Err(_)) => Err(rpc_error(
+            400,
+            jsonrpc::INVALID_REQUEST,
+            &format!("header {name} is not visible ASCII"),
+        )),
+    }
+}
+
+/// The value of a header that was checked to be single and text in `check_security`.
+fn header<'a, B>(req: &'a hyper::Request<B>, name: &str) -> Option<&'a str> {
+    req.headers().get(name).and_then(|v| v.to_str().ok())
 }
 
 /// A plain JSON-RPC error response with an HTTP status.
@@ -63,12 +126,18 @@ fn rpc_error(status: u16, code: i64, message: &str) -> Response {
 
 /// A response streaming SSE events; `session_id` when it answers `initialize`.
 fn sse_reply(session_id: Option<&str>, rx: mpsc::UnboundedReceiver<Bytes>) -> Response {
-    with_session_id(
-        Response::new(200, Body::Stream(rx))
-            .header("content-type", "text/event-stream")
-            .header("cache-control", "no-cache"),
-        session_id,
-    )
+    with_session_id(sse_stream(rx), session_id)
+}
+
+fn sse_stream(rx: mpsc::UnboundedReceiver<Bytes>) -> Response {
+    let mut r = hyper::Response::new(Body::Stream(rx));
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    r
 }
 
 /// The JSON response to a request (`None`: it was cancelled, nothing to say).
@@ -82,7 +151,7 @@ fn json_reply(session_id: Option<&str>, reply: Option<Vec<u8>>) -> Response {
 
 fn with_session_id(r: Response, session_id: Option<&str>) -> Response {
     match session_id {
-        Some(id) => r.header("mcp-session-id", id),
+        Some(id) => with_header(r, "mcp-session-id", id),
         None => r,
     }
 }
@@ -171,32 +240,24 @@ impl HttpGateway {
         listener: TcpListener,
         shutdown: impl std::future::Future<Output = ()>,
     ) {
-        tokio::pin!(shutdown);
-        let mut sweep = tokio::time::interval(Duration::from_secs(60));
-        loop {
-            let (stream, _) = tokio::select! {
-                r = listener.accept() => match r {
-                    Ok(s) => s,
-                    Err(_) => continue,
-                },
-                _ = sweep.tick() => {
-                    self.expire_idle(SESSION_IDLE);
-                    continue;
+        let sweeper = {
+            let this = Arc::downgrade(&self);
+            tokio::spawn(async move {
+                let mut sweep = tokio::time::interval(Duration::from_secs(60));
+                loop {
+                    sweep.tick().await;
+                    let Some(this) = this.upgrade() else { return };
+                    this.expire_idle(SESSION_IDLE);
                 }
-                _ = &mut shutdown => break,
-            };
-            let _ = stream.set_nodelay(true);
-            let this = self.clone();
-            tokio::spawn(http1::serve_connection(
-                stream,
-                MAX_BODY,
-                move |req| {
-                    let this = this.clone();
-                    async move { this.route(req).await }
-                },
-                |status, why| rpc_error(status, jsonrpc::INVALID_REQUEST, why),
-            ));
-        }
+            })
+        };
+        let this = self.clone();
+        httpd::serve(listener, self.opts.limits.clone(), shutdown, move |req| {
+            let this = this.clone();
+            async move { this.route(req).await }
+        })
+        .await;
+        sweeper.abort();
         let sessions: Vec<Arc<HttpSession>> = self
             .sessions
             .lock()
@@ -210,27 +271,43 @@ impl HttpGateway {
     }
 
     async fn route(&self, req: Request) -> Response {
-        if let Some(denied) = self.check_security(&req) {
-            return denied;
+        // A refused request's body is never read: the connection cannot carry another.
+        if let Err(denied) = self.check_security(&req) {
+            return closing(denied);
         }
-        let path = req.path();
+        if req.uri().scheme().is_some() {
+            return closing(rpc_error(
+                400,
+                jsonrpc::INVALID_REQUEST,
+                "absolute-form request target: this is not a proxy; request /mcp",
+            ));
+        }
+        let path = req.uri().path();
         if path != "/mcp" && path != "/mcp/" {
             return full(404, "text/plain", "not found: the MCP endpoint is /mcp\n");
         }
-        match req.method() {
-            Method::Post => self.post(req).await,
-            Method::Get => self.get(req),
-            Method::Delete => self.delete(req),
-            Method::Other => full(405, "text/plain", "use POST, GET or DELETE\n")
-                .header("allow", "GET, POST, DELETE"),
+        match *req.method() {
+            Method::POST => self.post(req).await,
+            Method::GET => self.get(req),
+            Method::DELETE => self.delete(req),
+            _ => with_header(
+                full(405, "text/plain", "use POST, GET or DELETE\n"),
+                "allow",
+                "GET, POST, DELETE",
+            ),
         }
     }
 
-    /// DNS-rebinding and token checks; `Some` is the refusal.
-    fn check_security(&self, req: &Request) -> Option<Response> {
-        let host = req.header("host").unwrap_or("");
+    /// DNS-rebinding and token checks, on the head alone; `Err` is the refusal.
+    // The error is the response to send: built once, returned once, not worth a box.
+    #[allow(clippy::result_large_err)]
+    fn check_security(&self, req: &Request) -> Result<(), Response> {
+        for name in ["mcp-session-id", "mcp-protocol-version", "accept"] {
+            single_header(req, name)?;
+        }
+        let host = single_header(req, "host")?.unwrap_or("");
         if !self.host_allowed(host) {
-            return Some(rpc_error(
+            return Err(rpc_error(
                 403,
                 jsonrpc::INVALID_REQUEST,
                 &format!(
@@ -238,10 +315,10 @@ impl HttpGateway {
                 ),
             ));
         }
-        if let Some(origin) = req.header("origin")
+        if let Some(origin) = single_header(req, "origin")?
             && !origin_allowed(origin)
         {
-            return Some(rpc_error(
+            return Err(rpc_error(
                 403,
                 jsonrpc::INVALID_REQUEST,
                 &format!(
@@ -249,11 +326,12 @@ impl HttpGateway {
                 ),
             ));
         }
+        let authorization = single_header(req, "authorization")?;
         if let Some(token) = &self.opts.token {
-            let given = req
-                .header("authorization")
-                .and_then(|h| h.strip_prefix("Bearer "))
-                .map(str::trim);
+            let given = authorization.map(|h| match h.split_once(' ') {
+                Some((scheme, t)) if scheme.eq_ignore_ascii_case("bearer") => t.trim(),
+                _ => "",
+            });
             if !given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
                 // RFC 6750: no credentials → a bare challenge; wrong ones → invalid_token.
                 let (what, challenge) = match given {
@@ -273,10 +351,10 @@ impl HttpGateway {
                         self.opts.token_file.display()
                     ),
                 );
-                return Some(r.header("www-authenticate", challenge));
+                return Err(with_header(r, "www-authenticate", challenge));
             }
         }
-        None
+        Ok(())
     }
 
     fn host_allowed(&self, host: &str) -> bool {
@@ -292,8 +370,8 @@ impl HttpGateway {
 
     // The error is the response to send: built once, returned once, not worth a box.
     #[allow(clippy::result_large_err)]
-    fn session_for(&self, req: &Request) -> Result<Arc<HttpSession>, Response> {
-        let Some(id) = req.header("mcp-session-id") else {
+    fn session_for<B>(&self, req: &hyper::Request<B>) -> Result<Arc<HttpSession>, Response> {
+        let Some(id) = header(req, "mcp-session-id") else {
             return Err(rpc_error(
                 400,
                 jsonrpc::INVALID_REQUEST,
@@ -314,10 +392,9 @@ impl HttpGateway {
     }
 
     async fn post(&self, req: Request) -> Response {
-        let accepts_sse = req
-            .header("accept")
+        let accepts_sse = header(&req, "accept")
             .is_some_and(|a| a.contains("text/event-stream") || a.contains("*/*"));
-        if let Some(v) = req.header("mcp-protocol-version")
+        if let Some(v) = header(&req, "mcp-protocol-version")
             && !PROTOCOL_VERSIONS.contains(&v)
         {
             return rpc_error(
@@ -329,8 +406,27 @@ impl HttpGateway {
                 ),
             );
         }
-        let session_header = req.header("mcp-session-id").is_some();
-        let Some(env) = Envelope::parse(&req.body) else {
+        let session_header = header(&req, "mcp-session-id").is_some();
+        let (head, body) = req.into_parts();
+        let req = hyper::Request::from_parts(head, ());
+        let deadline = self.opts.limits.body_timeout;
+        let body = match httpd::read_body(body, MAX_BODY, deadline).await {
+            Ok(b) => b,
+            Err(e) => {
+                let (status, why) = match e {
+                    BodyError::TooLarge => {
+                        (413, format!("request body over {} MiB", MAX_BODY >> 20))
+                    }
+                    BodyError::TimedOut => (
+                        408,
+                        format!("request body not complete within {deadline:?}"),
+                    ),
+                    BodyError::Broken => (400, "request body broken off".to_owned()),
+                };
+                return closing(rpc_error(status, jsonrpc::INVALID_REQUEST, &why));
+            }
+        };
+        let Some(env) = Envelope::parse(&body) else {
             return rpc_error(
                 400,
                 jsonrpc::PARSE_ERROR,
@@ -363,8 +459,8 @@ impl HttpGateway {
         let new_id = new_id.as_deref();
 
         let Some(request) = request else {
-            hs.session.receive(&req.body, Box::new(|_| {}));
-            return Response::new(202, Body::Full(Bytes::new()));
+            hs.session.receive(&body, Box::new(|_| {}));
+            return full(202, "application/json", Bytes::new());
         };
 
         let key = request.id.get().to_owned();
@@ -450,9 +546,7 @@ impl HttpGateway {
     }
 
     fn get(&self, req: Request) -> Response {
-        let accepts_sse = req
-            .header("accept")
-            .is_some_and(|a| a.contains("text/event-stream"));
+        let accepts_sse = header(&req, "accept").is_some_and(|a| a.contains("text/event-stream"));
         if !accepts_sse {
             return rpc_error(
                 406,
@@ -475,13 +569,11 @@ impl HttpGateway {
             }
             s.general = Some(tx);
         }
-        Response::new(200, Body::Stream(rx))
-            .header("content-type", "text/event-stream")
-            .header("cache-control", "no-cache")
+        sse_stream(rx)
     }
 
     fn delete(&self, req: Request) -> Response {
-        let Some(id) = req.header("mcp-session-id") else {
+        let Some(id) = header(&req, "mcp-session-id") else {
             return rpc_error(
                 400,
                 jsonrpc::INVALID_REQUEST,

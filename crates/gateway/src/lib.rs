@@ -8,7 +8,7 @@
 //! messages back to the right session. A [`Session`] is one agent: transports
 //! ([`stdio`], HTTP) hand it messages, and it answers each request on its own task.
 //!
-//! Forwarding is lean on purpose (DESIGN.md, performance notes): a `tools/call` parses
+//! Forwarding is lean on purpose (ARCHITECTURE.md, "Performance"): a `tools/call` parses
 //! only the envelope and the tool name, carries the arguments as raw JSON, and rewrites
 //! only the name (and a progress token, when there is one).
 //!
@@ -31,7 +31,7 @@ pub mod builtin;
 pub mod catalog;
 pub mod fdio;
 pub mod http;
-mod http1;
+pub mod httpd;
 mod hub;
 pub mod jsonrpc;
 pub mod naming;

@@ -1,0 +1,232 @@
+//! The HTTP/1.1 server under Corral's endpoints: hyper connections, with the limits a
+//! local daemon needs to survive any local process.
+//!
+//! hyper does the protocol (keep-alive, pipelining, strict framing: a `Content-Length`
+//! must be digits, `chunked` must be the final coding, sizes cannot overflow). This module
+//! adds what hyper leaves to its user:
+//!
+//! * **A connection cap.** Past [`Limits::max_connections`] a new connection gets `503`
+//!   at once and is closed, so idle connections cannot use up the daemon's descriptors.
+//! * **Timeouts.** A request head must arrive within [`Limits::header_timeout`]; the same
+//!   timer runs while a keep-alive connection waits for its next request, so an idle or
+//!   slowloris connection is closed. Bodies are read by the handler with its own limit
+//!   and deadline ([`read_body`]).
+//! * **Accept errors backed off.** When `accept` fails for want of descriptors (EMFILE,
+//!   ENFILE) or memory, the loop sleeps (5 ms doubling to 1 s) instead of spinning on a
+//!   socket that stays readable.
+//! * `TCP_NODELAY` on every connection: without it a response waits out the peer's
+//!   delayed ACK (44 ms per call, measured; ARCHITECTURE.md "Performance").
+//!
+//! The handler runs inline in the connection's task (no task per request), and a client
+//! that closes its connection while its request runs drops the handler's future, which
+//! cancels whatever the request started.
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper::{Request, Response};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc};
+
+/// What one listener allows.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Open connections at most; the next one gets `503` and is closed.
+    pub max_connections: usize,
+    /// Time for a request head to arrive, and for an idle keep-alive connection to send
+    /// its next request.
+    pub header_timeout: Duration,
+    /// Largest request head (request line and headers); beyond it, `431`.
+    pub max_head: usize,
+    /// Time for a whole request body to arrive once its head is in ([`read_body`]).
+    pub body_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_connections: 512,
+            header_timeout: Duration::from_secs(30),
+            max_head: 64 * 1024,
+            body_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A response body: whole, or a stream of chunks (server-sent events) that ends when
+/// its sender is dropped.
+pub enum Body {
+    Full(Option<Bytes>),
+    Stream(mpsc::UnboundedReceiver<Bytes>),
+}
+
+impl Body {
+    pub fn full(bytes: impl Into<Bytes>) -> Body {
+        let bytes = bytes.into();
+        Body::Full((!bytes.is_empty()).then_some(bytes))
+    }
+}
+
+impl hyper::body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
+            Body::Stream(rx) => rx.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Body::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Body::Stream(_) => SizeHint::default(),
+        }
+    }
+}
+
+/// Accepts connections on `listener` and serves each with `handler` until `shutdown`
+/// resolves; connections still open then are left to finish on their own.
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    limits: Limits,
+    shutdown: impl Future<Output = ()>,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    tokio::pin!(shutdown);
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut backoff = AcceptBackoff::default();
+    loop {
+        let stream = tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, _)) => {
+                    backoff.reset();
+                    stream
+                }
+                Err(e) => {
+                    backoff.wait(&e).await;
+                    continue;
+                }
+            },
+            _ = &mut shutdown => return,
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            tokio::spawn(refuse_busy(stream));
+            continue;
+        };
+        let _ = stream.set_nodelay(true);
+        let handler = handler.clone();
+        let limits = limits.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let service = hyper::service::service_fn(move |req| {
+                let response = handler(req);
+                async move { Ok::<_, Infallible>(response.await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(limits.header_timeout)
+                .max_buf_size(limits.max_head.max(8192))
+                .keep_alive(true)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+/// Answers a connection over the cap with `503` and closes it (bounded in time, so a
+/// peer that does not read cannot hold the task).
+async fn refuse_busy(mut stream: TcpStream) {
+    const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\n\
+        content-type: text/plain\r\ncontent-length: 38\r\nconnection: close\r\n\r\n\
+        too many open connections; retry soon\n";
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
+}
+
+/// Sleeps after an `accept` error that will repeat at once (no descriptors, no memory);
+/// errors that concern only the one connection (it was reset before we took it) do not
+/// wait.
+#[derive(Default)]
+struct AcceptBackoff {
+    delay: Option<Duration>,
+}
+
+impl AcceptBackoff {
+    const FIRST: Duration = Duration::from_millis(5);
+    const MAX: Duration = Duration::from_secs(1);
+
+    fn reset(&mut self) {
+        self.delay = None;
+    }
+
+    async fn wait(&mut self, e: &std::io::Error) {
+        if !is_resource_error(e) {
+            return;
+        }
+        let delay = self.delay.map_or(Self::FIRST, |d| (d * 2).min(Self::MAX));
+        if self.delay.is_none() {
+            eprintln!("corral: cannot accept HTTP connections ({e}); retrying, backing off");
+        }
+        self.delay = Some(delay);
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// Errors that say the process (or system) is out of something, not that one connection
+/// went wrong.
+pub fn is_resource_error(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::ENOBUFS | libc::ENOMEM)
+    )
+}
+
+/// Why a request body could not be read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum BodyError {
+    /// Longer than the limit (checked against `Content-Length` before reading, then
+    /// while reading).
+    TooLarge,
+    /// Not complete within the deadline.
+    TimedOut,
+    /// The client went away, or the framing broke.
+    Broken,
+}
+
+/// Reads a whole request body of at most `limit` bytes within `deadline`. Call it only
+/// after the request was authorized: reading is what sends `100 Continue`.
+pub async fn read_body(
+    body: Incoming,
+    limit: usize,
+    deadline: Duration,
+) -> Result<Bytes, BodyError> {
+    use hyper::body::Body as _;
+    if body.size_hint().lower() > limit as u64 {
+        return Err(BodyError::TooLarge);
+    }
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(deadline, limited.collect()).await {
+        Err(_) => Err(BodyError::TimedOut),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+        Ok(Err(_)) => Err(BodyError::Broken),
+    }
+}
