@@ -19,14 +19,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Write a commented starter corral.toml (importing .mcp.json if present).
+    /// Write a commented starter corral.toml (importing .mcp.json if present); with -c,
+    /// at that path. Refuses below a directory whose config would be shadowed.
     Init {
-        /// Overwrite an existing corral.toml.
+        /// Overwrite an existing corral.toml, or create one below another project's.
         #[arg(long)]
         force: bool,
     },
     /// Load and validate the config; report every problem at once (exit 2 if any).
     Check {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -42,6 +44,7 @@ pub enum Command {
     /// Apply a changed config to the running daemon (also on SIGHUP): only servers whose
     /// definition changed restart, removed ones stop, new ones start.
     Reload {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -53,13 +56,15 @@ pub enum Command {
     },
     /// Servers: state, pid, uptime, restarts, tools, last error.
     Ps {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// The aggregated tool list (namespaced names).
     Tools {
-        /// Only this server's tools.
+        /// Only this server's tools (a name from the config).
         server: Option<String>,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Run the servers in-process even when a daemon runs.
@@ -68,11 +73,14 @@ pub enum Command {
     },
     /// Call one tool and print its result; exit 1 on a tool error.
     Call {
+        /// The server, as named in the config.
         server: String,
+        /// The tool's own name (without the `<server>__` prefix).
         tool: String,
         /// Arguments as a JSON object.
         #[arg(default_value = "{}")]
         arguments: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Run the server in-process even when a daemon runs.
@@ -81,6 +89,7 @@ pub enum Command {
     },
     /// The stderr log of a server.
     Logs {
+        /// The server whose log to show (`.corral/logs/NAME.log`).
         name: String,
         /// Keep printing new lines.
         #[arg(short, long)]
@@ -88,24 +97,31 @@ pub enum Command {
         /// Lines of history.
         #[arg(short = 'n', long = "lines", default_value_t = 50)]
         lines: usize,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Restart a server (graceful stop, then start).
     Restart {
+        /// The server to restart.
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Stop a server.
     Stop {
+        /// The server to stop.
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
     /// Start a stopped, failed or given-up server.
     Start {
+        /// The server to start.
         name: String,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -114,6 +130,7 @@ pub enum Command {
         /// Keep running and print events as they happen.
         #[arg(short, long)]
         follow: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
         /// Events of history to show first.
@@ -125,6 +142,7 @@ pub enum Command {
     },
     /// Everything broken, deduplicated and ranked.
     Errors {
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

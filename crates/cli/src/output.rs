@@ -37,6 +37,16 @@ pub fn table(rows: &[Vec<String>]) -> String {
 
 /// One event as a human line, with the stderr tail indented below it.
 pub fn render_event(ev: &Event, color: bool) -> String {
+    render(ev, color, false)
+}
+
+/// [`render_event`] for a console that showed the server's stderr live (`stderr_shown`):
+/// the tail is not repeated, the line says "(stderr above)" instead.
+pub fn render_console_event(ev: &Event, color: bool, stderr_shown: bool) -> String {
+    render(ev, color, stderr_shown)
+}
+
+fn render(ev: &Event, color: bool, stderr_shown: bool) -> String {
     let time = ev.ts.get(11..19).unwrap_or(&ev.ts);
     let summary = summary(ev);
     let (on, off) = match (color, severity(&ev.kind)) {
@@ -49,6 +59,13 @@ pub fn render_event(ev: &Event, color: bool) -> String {
         "{time} {on}{:<20}{off} {:<16} {summary}",
         ev.kind, ev.source
     );
+    match ev.data.get("stderr_tail") {
+        Some(Value::Array(tail)) if stderr_shown && !tail.is_empty() => {
+            out.push_str(" (stderr above)");
+            return out;
+        }
+        _ => {}
+    }
     if let Some(Value::Array(tail)) = ev.data.get("stderr_tail") {
         let (dim, undim) = if color {
             ("\x1b[2m", "\x1b[0m")
@@ -123,5 +140,11 @@ mod tests {
         assert!(line.contains("server.crashed"), "{line}");
         assert!(line.contains("exited with code 1"));
         assert!(line.ends_with("\n    Traceback\n    ModuleNotFoundError: x"));
+        let console = render_console_event(&ev, false, true);
+        assert!(
+            console.ends_with("exited with code 1 (stderr above)"),
+            "{console}"
+        );
+        assert_eq!(render_console_event(&ev, false, false), line);
     }
 }

@@ -150,12 +150,15 @@ pub async fn daemon_request(
         .await
         .map_err(|e| Failure::Op(e.to_string()))?;
     if reply.ok {
-        Ok(reply.data)
-    } else {
-        Err(Failure::Op(
-            reply.error.unwrap_or_else(|| "the daemon refused".into()),
-        ))
+        return Ok(reply.data);
     }
+    let unknown = reply.is_unknown_server();
+    let msg = reply.error.unwrap_or_else(|| "the daemon refused".into());
+    Err(if unknown {
+        Failure::Usage(msg)
+    } else {
+        Failure::Op(msg)
+    })
 }
 
 /// Whether a daemon answers on this project's socket.

@@ -234,7 +234,7 @@ fn control_commands_work_in_text_and_json() {
     assert_eq!(r.stdout(), "other: stopped\n", "{r:?}");
     let r = p.run(&["start", "other"]);
     assert!(r.stdout().starts_with("other: ready (pid "), "{r:?}");
-    assert_eq!(p.run(&["restart", "nope"]).code(), 1);
+    assert_eq!(p.run(&["restart", "nope"]).code(), 2);
 
     let events = p.run(&["events", "-n", "100", "--json"]);
     let kinds: Vec<String> = events
@@ -435,18 +435,4 @@ fn events_and_logs_follow_live() {
     let _ = logs.kill();
     let _ = events.wait();
     let _ = logs.wait();
-}
-
-/// Lines of a child's output, on a channel (so a test can wait with a deadline).
-fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }

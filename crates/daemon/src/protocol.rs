@@ -56,12 +56,19 @@ pub enum Request {
     McpHandoff,
 }
 
+/// `Reply::code` of a request that named a server the daemon does not run.
+pub const UNKNOWN_SERVER: &str = "unknown_server";
+
 /// A one-line answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Reply {
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// With an error, what kind it is, for programs (added later; absent on older
+    /// daemons and on errors without a kind): [`UNKNOWN_SERVER`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub data: Value,
 }
@@ -71,6 +78,7 @@ impl Reply {
         Reply {
             ok: true,
             error: None,
+            code: None,
             data,
         }
     }
@@ -79,8 +87,22 @@ impl Reply {
         Reply {
             ok: false,
             error: Some(message.into()),
+            code: None,
             data: Value::Null,
         }
+    }
+
+    /// An error of a kind programs can tell apart ([`UNKNOWN_SERVER`]).
+    pub fn err_code(code: &str, message: impl Into<String>) -> Reply {
+        Reply {
+            code: Some(code.to_owned()),
+            ..Reply::err(message)
+        }
+    }
+
+    /// Whether this is an error naming a server the daemon does not run.
+    pub fn is_unknown_server(&self) -> bool {
+        self.code.as_deref() == Some(UNKNOWN_SERVER)
     }
 
     pub fn line(&self) -> String {
@@ -110,5 +132,19 @@ mod tests {
             serde_json::to_string(&Request::Ps).unwrap(),
             r#"{"op":"ps"}"#
         );
+    }
+
+    #[test]
+    fn error_codes_are_additive() {
+        assert_eq!(
+            Reply::err("x").line(),
+            "{\"ok\":false,\"error\":\"x\"}\n",
+            "an error without a kind reads as before"
+        );
+        let r = Reply::err_code(UNKNOWN_SERVER, "no server named 'a'");
+        let back: Reply = serde_json::from_str(r.line().trim()).unwrap();
+        assert!(back.is_unknown_server());
+        let old: Reply = serde_json::from_str(r#"{"ok":false,"error":"x"}"#).unwrap();
+        assert!(!old.is_unknown_server());
     }
 }

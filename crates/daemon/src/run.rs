@@ -58,8 +58,20 @@ pub struct DaemonInfo {
     pub socket: PathBuf,
 }
 
-/// A callback that sees every event.
-pub type EventSink = Box<dyn Fn(&Event) + Send + Sync>;
+/// A callback that sees every event; the flag says whether the event's server writes
+/// its stderr to the live console (`DaemonOptions::console`, and the server not `quiet`),
+/// so a crash's stderr tail was shown there already.
+pub type EventSink = Box<dyn Fn(&Event, bool) + Send + Sync>;
+
+/// Whether `ev` is a server's whose stderr lines go to the console (it is not `quiet`).
+fn on_console(hub: &std::sync::Weak<Hub>, ev: &Event) -> bool {
+    let Some(name) = ev.source.strip_prefix("server:") else {
+        return false;
+    };
+    hub.upgrade()
+        .and_then(|hub| hub.servers().get(name).map(|h| !h.config().quiet))
+        .unwrap_or(false)
+}
 
 /// How the daemon reports.
 #[derive(Default)]
@@ -85,7 +97,13 @@ struct State {
     supervisor: tokio::sync::Mutex<Option<Supervisor>>,
     bus: EventBus,
     shutdown: watch::Sender<bool>,
+    /// Cloned by every `events -f` stream while it runs; taken out at the end of
+    /// shutdown, so the daemon knows when the last follower has its `daemon.stopped`.
+    followers: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<()>>>,
 }
+
+/// The last event of a daemon's life.
+const DAEMON_STOPPED: &str = "daemon.stopped";
 
 impl State {
     fn servers(&self) -> Arc<BTreeMap<String, ServerHandle>> {
@@ -143,18 +161,8 @@ pub async fn run(
 
     let bus = EventBus::default();
     let journal = journal::spawn_writer(&bus, paths.journal.clone());
-    if let Some(on_event) = opts.on_event {
-        let mut rx = bus.subscribe();
-        tokio::spawn(async move {
-            loop {
-                match rx.recv().await {
-                    Ok(ev) => on_event(&ev),
-                    Err(broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(broadcast::error::RecvError::Closed) => return,
-                }
-            }
-        });
-    }
+    // Subscribed now, so the sink sees every event; it starts once the hub exists.
+    let sink_rx = opts.on_event.as_ref().map(|_| bus.subscribe());
     let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
     let hook = NotificationHook::default();
     let mut sopts = SupervisorOptions::new(bus.clone(), config.state_dir.join("logs"));
@@ -178,6 +186,19 @@ pub async fn run(
         Some(req_rx),
         Some(hook),
     );
+    if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
+        let hub = Arc::downgrade(&hub);
+        let console = opts.console.is_some();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => on_event(&ev, console && on_console(&hub, &ev)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
     let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
     let (http, http_task) = match (listener, local) {
         (Ok(listener), Some(local_addr)) => {
@@ -227,6 +248,7 @@ pub async fn run(
     );
     ready(&info);
     drop(servers);
+    let (followers_tx, mut followers_done) = tokio::sync::mpsc::channel::<()>(1);
     let state = Arc::new(State {
         config: std::sync::RwLock::new(config),
         paths,
@@ -236,6 +258,7 @@ pub async fn run(
         supervisor: tokio::sync::Mutex::new(Some(supervisor)),
         bus: bus.clone(),
         shutdown: shutdown_tx,
+        followers: std::sync::Mutex::new(Some(followers_tx)),
     });
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(io("handle SIGHUP for", &state.paths.pid))?;
@@ -277,7 +300,11 @@ pub async fn run(
     if let Some(task) = http_task {
         let _ = task.await;
     }
-    bus.emit(Event::new("daemon.stopped", "corral").with("pid", state.info.pid));
+    bus.emit(Event::new(DAEMON_STOPPED, "corral").with("pid", state.info.pid));
+    // Event followers end with that event; give them a moment to send it.
+    let following = state.followers.lock().unwrap().take();
+    drop(following);
+    let _ = tokio::time::timeout(Duration::from_secs(2), followers_done.recv()).await;
     drop(state);
     drop(bus);
     let _ = tokio::time::timeout(Duration::from_secs(2), journal).await;
@@ -400,15 +427,17 @@ async fn serve_client(state: Arc<State>, stream: UnixStream) {
             if !follow {
                 return;
             }
-            let mut stopping = state.shutdown.subscribe();
+            // A follower sees the daemon out: through shutdown (the servers' `stopped`
+            // events) up to and including `daemon.stopped`; the daemon waits for it.
+            let Some(_following) = state.followers.lock().unwrap().clone() else {
+                return; // Already stopped.
+            };
             loop {
-                let ev = tokio::select! {
-                    r = rx.recv() => r,
-                    _ = stopping.wait_for(|s| *s) => return,
-                };
-                match ev {
+                match rx.recv().await {
                     Ok(ev) => {
-                        if send_line(&mut write, &ev.to_json_line()).await.is_err() {
+                        if send_line(&mut write, &ev.to_json_line()).await.is_err()
+                            || ev.kind == DAEMON_STOPPED
+                        {
                             return;
                         }
                     }
@@ -499,14 +528,17 @@ async fn send_line(w: &mut (impl AsyncWriteExt + Unpin), line: &str) -> std::io:
 fn unknown(state: &State, name: &str) -> Reply {
     let servers = state.servers();
     let known: Vec<&str> = servers.keys().map(String::as_str).collect();
-    Reply::err(format!(
-        "no server named '{name}'; servers: {}",
-        if known.is_empty() {
-            "(none)".to_owned()
-        } else {
-            known.join(", ")
-        }
-    ))
+    Reply::err_code(
+        crate::protocol::UNKNOWN_SERVER,
+        format!(
+            "no server named '{name}'; servers: {}",
+            if known.is_empty() {
+                "(none)".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ),
+    )
 }
 
 /// Log lines as `{"line": …}` JSON lines: the last `n`, then (with `follow`) new ones as
@@ -531,8 +563,7 @@ async fn follow_log(
     if !follow {
         return;
     }
-    let mut pos = std::fs::metadata(&path).map_or(0, |m| m.len());
-    let mut partial = Vec::new();
+    let mut follower = corral_supervisor::stderr::LogFollower::new(&path);
     let mut stopping = state.shutdown.subscribe();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
@@ -540,26 +571,7 @@ async fn follow_log(
             _ = tick.tick() => {}
             _ = stopping.wait_for(|s| *s) => return,
         }
-        let len = std::fs::metadata(&path).map_or(0, |m| m.len());
-        if len < pos {
-            pos = 0; // rotated
-        }
-        if len == pos {
-            continue;
-        }
-        let Ok(mut f) = std::fs::File::open(&path) else {
-            continue;
-        };
-        if f.seek(SeekFrom::Start(pos)).is_err() {
-            continue;
-        }
-        let mut buf = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut f, &mut buf);
-        pos += buf.len() as u64;
-        partial.extend_from_slice(&buf);
-        while let Some(i) = partial.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = partial.drain(..=i).collect();
-            let text = String::from_utf8_lossy(&line[..line.len() - 1]).into_owned();
+        for text in follower.poll() {
             if send_line(write, &json!({ "line": text }).to_string())
                 .await
                 .is_err()

@@ -223,7 +223,7 @@ impl ServerHandle {
         autostart: bool,
     ) -> (ServerHandle, tokio::task::JoinHandle<()>) {
         let name = cfg.name.clone();
-        let log_path = opts.log_dir.join(format!("{name}.log"));
+        let log_path = stderr::log_path(&opts.log_dir, &name);
         let log = match LogFile::open(&log_path, opts.log_rotate_bytes) {
             Ok(l) => Some(l),
             Err(e) => {
@@ -754,6 +754,10 @@ impl Actor {
         }
         let _unregister = GroupRegistration(shared.guard.clone(), pid);
         shared.set_state(ServerState::Starting, |s| s.pid = Some(pid));
+        if let Some(log) = shared.log.lock().unwrap().as_mut() {
+            log.write_line("", &run_header(&shared.name, pid));
+            log.flush();
+        }
         let mut drain = tokio::spawn(stderr::drain(
             child.stderr.take().expect("stderr piped"),
             StderrSinks {
@@ -1073,6 +1077,14 @@ impl Drop for GroupRegistration {
             guard.unregister(self.1);
         }
     }
+}
+
+/// The line written to a server's log file before each instance's stderr, so runs are
+/// told apart: `──── 2026-11-23T13:45:01Z server 'x' started (pid 4242) ────`.
+fn run_header(name: &str, pid: u32) -> String {
+    let ts = corral_events::now_rfc3339();
+    let secs = ts.get(..19).map_or(ts.clone(), |s| format!("{s}Z"));
+    format!("──── {secs} server '{name}' started (pid {pid}) ────")
 }
 
 /// Appends the last stderr lines to a message, indented, when there are any.

@@ -130,6 +130,71 @@ impl LogFile {
     }
 }
 
+/// The log file of server `name` in `log_dir`.
+pub fn log_path(log_dir: &Path, name: &str) -> PathBuf {
+    log_dir.join(format!("{name}.log"))
+}
+
+/// Reads a [`LogFile`] as it grows, across rotations: it starts at the file's current
+/// end, and each [`LogFollower::poll`] returns the complete lines written since.
+#[derive(Debug)]
+pub struct LogFollower {
+    path: PathBuf,
+    /// The inode read: a new one means the file was rotated.
+    ino: u64,
+    pos: u64,
+    partial: Vec<u8>,
+}
+
+impl LogFollower {
+    /// A follower of `path` (which need not exist yet) from its current end.
+    pub fn new(path: &Path) -> LogFollower {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok();
+        LogFollower {
+            path: path.to_owned(),
+            ino: meta.as_ref().map_or(0, |m| m.ino()),
+            pos: meta.map_or(0, |m| m.len()),
+            partial: Vec::new(),
+        }
+    }
+
+    /// The complete lines appended since the last call. A rotated file (a new inode, or
+    /// a shorter file) is read from its start; what the old one got after the previous
+    /// call is in `<name>.log.1`.
+    pub fn poll(&mut self) -> Vec<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        use std::os::unix::fs::MetadataExt;
+        let Ok(meta) = std::fs::metadata(&self.path) else {
+            return Vec::new();
+        };
+        let len = meta.len();
+        if meta.ino() != self.ino || len < self.pos {
+            self.ino = meta.ino();
+            self.pos = 0;
+            self.partial.clear();
+        }
+        if len == self.pos {
+            return Vec::new();
+        }
+        let Ok(mut f) = File::open(&self.path) else {
+            return Vec::new();
+        };
+        let mut buf = Vec::new();
+        if f.seek(SeekFrom::Start(self.pos)).is_err() || f.read_to_end(&mut buf).is_err() {
+            return Vec::new();
+        }
+        self.pos += buf.len() as u64;
+        self.partial.extend_from_slice(&buf);
+        let mut lines = Vec::new();
+        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=i).collect();
+            lines.push(String::from_utf8_lossy(&line[..line.len() - 1]).into_owned());
+        }
+        lines
+    }
+}
+
 /// A log shared by the stderr drain and the stdout reader of one server.
 pub type SharedLog = Arc<Mutex<Option<LogFile>>>;
 
@@ -209,6 +274,26 @@ mod tests {
         assert!(cur.len() <= 110, "current log bounded: {}", cur.len());
         assert!(old.len() <= 110);
         assert!(cur.ends_with("line 0029\n"));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn follower_reads_new_lines_across_a_rotation() {
+        let dir = std::env::temp_dir().join(format!("corral-follow-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = log_path(&dir, "a");
+        let mut log = LogFile::open(&path, 30).unwrap();
+        log.write_line("", "before");
+        log.flush();
+        let mut follower = LogFollower::new(&path);
+        assert!(follower.poll().is_empty(), "starts at the end");
+        log.write_line("", "one");
+        log.flush();
+        assert_eq!(follower.poll(), ["one"]);
+        log.write_line("", "a line that fills it up");
+        log.write_line("", "after rotation");
+        log.flush();
+        assert_eq!(follower.poll(), ["after rotation"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -4,6 +4,7 @@
 use crate::project;
 use crate::{CmdResult, Failure, output};
 use corral_daemon::Request;
+use corral_daemon::client::ClientError;
 use serde_json::Value;
 use std::path::Path;
 use tokio::io::AsyncBufReadExt;
@@ -76,17 +77,24 @@ pub async fn logs(
         lines,
         follow,
     };
-    let stream = corral_daemon::client::open(&project::paths(&cfg), &req)
-        .await
-        .map_err(|e| Failure::Op(e.to_string()))?;
+    let stream = match corral_daemon::client::open(&project::paths(&cfg), &req).await {
+        Ok(s) => s,
+        Err(ClientError::NotRunning) => {
+            return logs_from_file(&cfg, name, follow, lines, json).await;
+        }
+        Err(e) => return Err(Failure::Op(e.to_string())),
+    };
     let mut reader = tokio::io::BufReader::new(stream).lines();
     let work = async {
         while let Ok(Some(line)) = reader.next_line().await {
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
             if v.get("ok") == Some(&Value::Bool(false)) {
-                return Err(Failure::Op(
-                    v["error"].as_str().unwrap_or("failed").to_owned(),
-                ));
+                let msg = v["error"].as_str().unwrap_or("failed").to_owned();
+                return Err(if v["code"] == corral_daemon::protocol::UNKNOWN_SERVER {
+                    Failure::Usage(msg)
+                } else {
+                    Failure::Op(msg)
+                });
             }
             if json {
                 println!("{line}");
@@ -99,6 +107,76 @@ pub async fn logs(
     tokio::select! {
         r = work => r,
         _ = project::interrupted() => Ok(()),
+    }
+}
+
+/// `corral logs` with no daemon: the log file the last run left, followed with `-f`
+/// (new lines come when a daemon or a one-shot command runs the server).
+async fn logs_from_file(
+    cfg: &corral_config::Config,
+    name: &str,
+    follow: bool,
+    lines: usize,
+    json: bool,
+) -> CmdResult {
+    let path = corral_supervisor::stderr::log_path(&cfg.state_dir.join("logs"), name);
+    if name.contains('/') || !path.is_file() {
+        project::select(cfg, Some(name))?;
+        return Err(Failure::Op(format!(
+            "no daemon runs, and server '{name}' has no log yet ({} does not exist): it has not been started; `corral up -d` starts the servers",
+            path.display()
+        )));
+    }
+    eprintln!(
+        "corral: no daemon runs; {} {}",
+        if follow { "following" } else { "from" },
+        path.display()
+    );
+    let print = |line: &str| {
+        if json {
+            println!("{}", serde_json::json!({ "line": line }));
+        } else {
+            println!("{line}");
+        }
+    };
+    // Taken before reading the tail, so no line falls between the two.
+    let mut follower = corral_supervisor::stderr::LogFollower::new(&path);
+    let text = corral_gateway::builtin::tail_of_file(&path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    for l in &all[all.len().saturating_sub(lines)..] {
+        print(l);
+    }
+    if !follow {
+        return Ok(());
+    }
+    let work = async {
+        let mut tick = tokio::time::interval(std::time::Duration::from_millis(200));
+        loop {
+            tick.tick().await;
+            for l in follower.poll() {
+                print(&l);
+            }
+        }
+    };
+    tokio::select! {
+        () = work => Ok(()),
+        _ = project::interrupted() => Ok(()),
+    }
+}
+
+/// A control request naming a server. With no daemon, a name the config does not know
+/// is a usage error (as the daemon would say); else "no daemon runs".
+async fn named_request(
+    cfg: &corral_config::Config,
+    name: &str,
+    req: &Request,
+) -> Result<Value, Failure> {
+    match project::daemon_request(cfg, req).await {
+        Err(e) if !project::daemon_running(cfg).await => {
+            project::select(cfg, Some(name))?;
+            Err(e)
+        }
+        r => r,
     }
 }
 
@@ -115,7 +193,7 @@ pub async fn lifecycle(config: Option<&Path>, verb: &str, name: &str, json: bool
             name: name.to_owned(),
         },
     };
-    let row = project::daemon_request(&cfg, &req).await?;
+    let row = named_request(&cfg, name, &req).await?;
     if json {
         println!("{row}");
     } else {

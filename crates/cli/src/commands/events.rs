@@ -44,18 +44,27 @@ pub async fn run(
             }
         };
         let mut reader = tokio::io::BufReader::new(stream).lines();
+        // Following, the daemon ends the stream after its last event, `daemon.stopped`.
         let work = async {
+            let mut stopped = false;
             while let Ok(Some(line)) = reader.next_line().await {
                 if let Ok(ev) = serde_json::from_str::<Event>(&line) {
+                    stopped = ev.kind == "daemon.stopped";
                     show(ev);
                 }
             }
+            if follow && !stopped {
+                return Err(Failure::Op(format!(
+                    "the daemon went away without stopping (killed?); its last events are in {}",
+                    p.journal.display()
+                )));
+            }
+            Ok(())
         };
-        tokio::select! {
-            _ = work => {}
-            _ = project::interrupted() => {}
-        }
-        return Ok(());
+        return tokio::select! {
+            r = work => r,
+            _ = project::interrupted() => Ok(()),
+        };
     }
     if !follow {
         return Err(Failure::Usage(

@@ -126,11 +126,19 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         req_tx,
         hook.clone(),
     );
+    // The servers' stderr is on the console unless `quiet`: crashes point up at it.
+    let live: std::collections::BTreeSet<String> = cfg
+        .servers
+        .values()
+        .filter(|s| !s.quiet)
+        .map(|s| format!("server:{}", s.name))
+        .collect();
     tokio::spawn(async move {
         loop {
             match events.recv().await {
                 Ok(ev) if ev.kind != "server.noise" => {
-                    eprintln!("{}", output::render_event(&ev, false))
+                    let shown = live.contains(&ev.source);
+                    eprintln!("{}", output::render_console_event(&ev, false, shown))
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,

@@ -16,7 +16,7 @@ use crate::args::{Cli, Command};
 pub async fn dispatch(cli: Cli) -> CmdResult {
     let config = cli.config.as_deref();
     match cli.command {
-        Command::Init { force } => init::run(force),
+        Command::Init { force } => init::run(config, force),
         Command::Check { json } => check::run(config, json),
         Command::Up { detach } => up::run(config, detach).await,
         Command::Down => up::down(config).await,

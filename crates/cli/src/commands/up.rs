@@ -25,8 +25,8 @@ async fn serve(cfg: corral_config::Config) -> CmdResult {
     let color = std::io::stderr().is_terminal();
     let opts = DaemonOptions {
         console: Some(corral_supervisor::Console::stderr()),
-        on_event: Some(Box::new(move |ev| {
-            eprintln!("{}", output::render_event(ev, color))
+        on_event: Some(Box::new(move |ev, stderr_shown| {
+            eprintln!("{}", output::render_console_event(ev, color, stderr_shown))
         })),
         guard_exe: std::env::current_exe().ok(),
     };

@@ -96,8 +96,14 @@ impl Project {
     }
 
     pub fn run(&self, args: &[&str]) -> Run {
+        self.run_in(&self.dir, args)
+    }
+
+    /// [`Project::run`] with `dir` (e.g. a subdirectory) as the working directory.
+    pub fn run_in(&self, dir: &Path, args: &[&str]) -> Run {
         let child = self
             .cmd(args)
+            .current_dir(dir)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
@@ -213,6 +219,20 @@ pub fn strings(list: &serde_json::Value) -> Vec<&str> {
         .iter()
         .map(|t| t.as_str().expect("a string"))
         .collect()
+}
+
+/// Lines of a child's output, on a channel (so a test can wait with a deadline).
+pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(out)) {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 pub mod http;
