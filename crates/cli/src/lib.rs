@@ -54,6 +54,8 @@ pub fn run() -> ExitCode {
         corral_supervisor::guard::run_guard();
         return ExitCode::SUCCESS;
     }
+    // Before any thread starts: descriptors for every child, agent and connection.
+    let _ = corral_supervisor::spawn::raise_nofile_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(worker_threads())
         .enable_all()

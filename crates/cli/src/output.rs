@@ -82,7 +82,7 @@ fn render(ev: &Event, color: bool, stderr_shown: bool) -> String {
 fn severity(kind: &str) -> u8 {
     match kind {
         "server.crashed" | "server.start_failed" | "server.gave_up" => 2,
-        "server.restarting" | "server.noise" | "server.call_timeout" => 1,
+        "server.restarting" | "server.noise" | "server.call_timeout" | "gateway.listen_failed" => 1,
         _ => 0,
     }
 }
@@ -103,6 +103,24 @@ fn summary(ev: &Event) -> String {
         "server.noise" => format!("stdout: {}", s("line")),
         "server.call_timeout" => format!("{} timed out after {} ms", s("tool"), n("after_ms")),
         "server.tools_changed" => format!("{} tools", n("tools")),
+        "agent.connected" => format!(
+            "session {} ({}, {})",
+            n("session"),
+            s("client"),
+            s("transport")
+        ),
+        "agent.disconnected" => format!(
+            "session {} ({}, {}): {} after {}s",
+            n("session"),
+            s("client"),
+            s("transport"),
+            s("reason"),
+            n("connected_s")
+        ),
+        "daemon.started" => match d.get("endpoint").and_then(Value::as_str) {
+            Some(endpoint) => format!("pid {}, {endpoint}", n("pid")),
+            None => format!("pid {}, no HTTP endpoint", n("pid")),
+        },
         _ => s("reason").to_owned(),
     }
 }

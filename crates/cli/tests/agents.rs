@@ -117,6 +117,10 @@ fn an_agent_closing_its_input_gets_its_answer_and_a_closed_event() {
     // Closing stdin with a call in flight: the answer still comes, then the session ends.
     let r = agent.close_input_and_read(id);
     assert_eq!(common::mcp::text(&r["result"]), "slept 300 ms", "{r}");
+    assert!(
+        agent.close().success(),
+        "the bridge exits when its session ends"
+    );
     wait_until("the session is closed", || agents(&p) == 0);
     wait_until("agent.disconnected (closed) is journaled", || {
         events(&p)

@@ -208,7 +208,7 @@ pub async fn run(
                     token: token.clone(),
                     token_file: paths.state_dir.join("token"),
                     local_addr,
-                    limits: Default::default(),
+                    limits: corral_gateway::httpd::Limits::within_fd_limit(),
                 },
             );
             let task = {
@@ -264,13 +264,16 @@ pub async fn run(
         .map_err(io("handle SIGHUP for", &state.paths.pid))?;
 
     tokio::pin!(stop);
+    let mut backoff = corral_gateway::httpd::AcceptBackoff::new("control socket");
     loop {
         tokio::select! {
-            conn = control.accept() => {
-                if let Ok((stream, _)) = conn {
+            conn = control.accept() => match conn {
+                Ok((stream, _)) => {
+                    backoff.reset();
                     tokio::spawn(serve_client(state.clone(), stream));
                 }
-            }
+                Err(e) => backoff.wait(&e).await,
+            },
             _ = hangup.recv() => {
                 let state = state.clone();
                 tokio::spawn(async move { reload(&state).await });

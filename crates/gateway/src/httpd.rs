@@ -60,6 +60,28 @@ impl Default for Limits {
     }
 }
 
+impl Limits {
+    /// The defaults, with the connection cap at most a quarter of this process's
+    /// open-files limit: HTTP connections can then never take the descriptors the daemon
+    /// needs for its children, its agents and its control socket.
+    pub fn within_fd_limit() -> Limits {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes only the struct passed.
+        let soft = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } {
+            0 => lim.rlim_cur,
+            _ => 1024,
+        };
+        let defaults = Limits::default();
+        Limits {
+            max_connections: (soft / 4).clamp(4, defaults.max_connections as u64) as usize,
+            ..defaults
+        }
+    }
+}
+
 /// A response body: whole, or a stream of chunks (server-sent events) that ends when
 /// its sender is dropped.
 pub enum Body {
@@ -113,7 +135,7 @@ pub async fn serve<H, F>(
 {
     tokio::pin!(shutdown);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let mut backoff = AcceptBackoff::default();
+    let mut backoff = AcceptBackoff::new("HTTP");
     loop {
         let stream = tokio::select! {
             r = listener.accept() => match r {
@@ -161,11 +183,11 @@ async fn refuse_busy(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(BUSY)).await;
 }
 
-/// Sleeps after an `accept` error that will repeat at once (no descriptors, no memory);
-/// errors that concern only the one connection (it was reset before we took it) do not
-/// wait.
-#[derive(Default)]
-struct AcceptBackoff {
+/// Sleeps after an `accept` error that will repeat at once (no descriptors, no memory)
+/// instead of spinning on a listener that stays readable; errors that concern only the
+/// one connection (it was reset before we took it) do not wait. For every accept loop.
+pub struct AcceptBackoff {
+    what: &'static str,
     delay: Option<Duration>,
 }
 
@@ -173,17 +195,27 @@ impl AcceptBackoff {
     const FIRST: Duration = Duration::from_millis(5);
     const MAX: Duration = Duration::from_secs(1);
 
-    fn reset(&mut self) {
+    /// `what` names the listener in the one line logged when backing off starts.
+    pub fn new(what: &'static str) -> AcceptBackoff {
+        AcceptBackoff { what, delay: None }
+    }
+
+    /// After a successful `accept`.
+    pub fn reset(&mut self) {
         self.delay = None;
     }
 
-    async fn wait(&mut self, e: &std::io::Error) {
+    /// After a failed `accept`.
+    pub async fn wait(&mut self, e: &std::io::Error) {
         if !is_resource_error(e) {
             return;
         }
         let delay = self.delay.map_or(Self::FIRST, |d| (d * 2).min(Self::MAX));
         if self.delay.is_none() {
-            eprintln!("corral: cannot accept HTTP connections ({e}); retrying, backing off");
+            eprintln!(
+                "corral: cannot accept {} connections ({e}); backing off until it can",
+                self.what
+            );
         }
         self.delay = Some(delay);
         tokio::time::sleep(delay).await;

@@ -26,15 +26,20 @@ impl Outbound for StdoutOutbound {
 /// pipes; after a normal end there is nothing left for it to do.
 struct SessionGuard {
     hub: Arc<Hub>,
-    session: Arc<Session>,
+    id: u64,
+    /// Weak: the session (and with it the writer's last sender) must go away when its
+    /// requests are done, or the writer would wait for it forever.
+    session: std::sync::Weak<Session>,
     writer: tokio::task::AbortHandle,
     reason: &'static str,
 }
 
 impl Drop for SessionGuard {
     fn drop(&mut self) {
-        self.session.cancel_all();
-        self.hub.close_session(self.session.id(), self.reason);
+        if let Some(session) = self.session.upgrade() {
+            session.cancel_all();
+        }
+        self.hub.close_session(self.id, self.reason);
         self.writer.abort();
     }
 }
@@ -52,7 +57,8 @@ pub async fn serve(
     let session = hub.open_session(Arc::new(StdoutOutbound(tx.clone())), "stdio");
     let mut guard = SessionGuard {
         hub: hub.clone(),
-        session: session.clone(),
+        id: session.id(),
+        session: Arc::downgrade(&session),
         writer: writer.abort_handle(),
         reason: "gone",
     };

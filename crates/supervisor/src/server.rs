@@ -746,6 +746,7 @@ impl Actor {
         let started = Instant::now();
         let mut child = match spawn::spawn(&spec) {
             Ok(c) => c,
+            Err(e) if e.is_temporary() => return self.temporary_failure(&e),
             Err(e) => return self.permanent_failure(&e),
         };
         let pid = child.id().unwrap_or(0);
@@ -921,6 +922,28 @@ impl Actor {
             tokio::spawn(async move { refresh_tools(shared, conn).await });
         }
         let _ = self.shared.notes.send(note);
+    }
+
+    /// A spawn that failed for want of descriptors or memory: a start failure like any
+    /// other, restarted with backoff.
+    fn temporary_failure(&self, e: &SpawnError) -> Ended {
+        let shared = &self.shared;
+        let reason = e.to_string();
+        shared.emit(
+            shared
+                .event("server.start_failed")
+                .with("reason", reason.clone())
+                .with("permanent", false)
+                .with("stderr_tail", Vec::<String>::new()),
+        );
+        shared.set_state(ServerState::Failed, |s| {
+            s.pid = None;
+            s.last_error = Some(reason);
+        });
+        Ended::Died {
+            clean: false,
+            uptime: Duration::ZERO,
+        }
     }
 
     fn permanent_failure(&self, e: &SpawnError) -> Ended {

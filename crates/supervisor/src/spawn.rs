@@ -9,9 +9,41 @@ use std::ffi::OsString;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tokio::process::{Child, Command};
 
-/// Why a child could not be started. Always permanent for the current config.
+/// The soft open-files limit this process started with, when [`raise_nofile_limit`]
+/// raised it (0: not raised). Children get it back.
+static ORIGINAL_NOFILE: AtomicU64 = AtomicU64::new(0);
+
+/// Raises this process's soft `RLIMIT_NOFILE` to the hard limit: a daemon holding three
+/// pipes per child, every agent's pipes and every HTTP connection must not fail at the
+/// common soft limit of 1024. Children are started with the original soft limit, since
+/// some programs misbehave above 1024 (`select`). Returns (before, after).
+pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit write/read only the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let before = lim.rlim_cur;
+        if lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            ORIGINAL_NOFILE.store(before, Ordering::Relaxed);
+        }
+        Ok((before, lim.rlim_cur))
+    }
+}
+
+/// Why a child could not be started: permanent for the current config, except
+/// [`SpawnError::Resources`] (see [`SpawnError::is_temporary`]).
 #[derive(Debug, Clone, thiserror::Error, PartialEq)]
 pub enum SpawnError {
     #[error("command '{command}' not found in PATH (searched: {path})")]
@@ -24,6 +56,17 @@ pub enum SpawnError {
     NoCwd { path: PathBuf },
     #[error("could not start '{command}': {message}")]
     Os { command: String, message: String },
+    /// Out of descriptors, processes or memory for now (EMFILE, ENFILE, EAGAIN, ENOMEM).
+    #[error("could not start '{command}' for now: {message}; retrying with backoff")]
+    Resources { command: String, message: String },
+}
+
+impl SpawnError {
+    /// Whether waiting may fix it: the machine or this process ran short of something,
+    /// which a restart with backoff should retry, never give up on.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, SpawnError::Resources { .. })
+    }
 }
 
 /// What to run.
@@ -105,10 +148,21 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Child, SpawnError> {
         .process_group(0)
         .kill_on_drop(true);
     let parent = std::process::id() as libc::pid_t;
+    let nofile = ORIGINAL_NOFILE.load(Ordering::Relaxed);
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
-    // functions (prctl, getppid, kill).
+    // functions (prctl, getppid, kill, getrlimit, setrlimit).
     unsafe {
         cmd.pre_exec(move || {
+            if nofile > 0 {
+                let mut lim = libc::rlimit {
+                    rlim_cur: 0,
+                    rlim_max: 0,
+                };
+                if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+                    lim.rlim_cur = nofile.min(lim.rlim_max);
+                    libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                }
+            }
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -119,9 +173,14 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Child, SpawnError> {
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| SpawnError::Os {
-        command: spec.command.to_owned(),
-        message: e.to_string(),
+    cmd.spawn().map_err(|e| {
+        let (command, message) = (spec.command.to_owned(), e.to_string());
+        match e.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
+                SpawnError::Resources { command, message }
+            }
+            _ => SpawnError::Os { command, message },
+        }
     })
 }
 
