@@ -4,7 +4,7 @@ use crate::journal;
 use crate::lock::FileLock;
 use crate::paths::Paths;
 use crate::protocol::{Reply, Request};
-use corral_config::{Config, HttpAuth, ToolPrefix};
+use corral_config::{Config, HttpAuth, ServerConfig, ToolPrefix, Transport};
 use corral_events::{Event, EventBus};
 use corral_gateway::builtin::server_row;
 use corral_gateway::http::{HttpGateway, HttpOptions};
@@ -168,7 +168,13 @@ pub async fn run(
             .ok()
             .map(Arc::new)
     });
-    let supervisor = Supervisor::start(config.servers.values().cloned(), &sopts);
+    let supervisor = Supervisor::start(
+        config
+            .servers
+            .values()
+            .map(|s| child_config(s, &paths.socket)),
+        &sopts,
+    );
     let servers = supervisor.handles();
     let hub = Hub::start(
         servers.clone(),
@@ -266,6 +272,20 @@ pub async fn run(
     let _ = tokio::time::timeout(Duration::from_secs(2), journal).await;
     drop(lock);
     Ok(())
+}
+
+/// A server as the daemon runs it: with [`crate::DAEMON_SOCKET_ENV`] set to the control
+/// socket, so a `corral mcp` among the servers knows not to connect back to us.
+fn child_config(server: &ServerConfig, socket: &Path) -> ServerConfig {
+    let mut server = server.clone();
+    if let Transport::Stdio { env, .. } = &mut server.transport {
+        env.insert(
+            crate::DAEMON_SOCKET_ENV.to_owned(),
+            socket.display().to_string(),
+        );
+        env.insert(crate::DAEMON_SERVER_ENV.to_owned(), server.name.clone());
+    }
+    server
 }
 
 fn write_pid(lock: &FileLock) -> std::io::Result<()> {
@@ -534,7 +554,7 @@ async fn reload(state: &State) -> Reply {
             }
             Some(n) if n != cfg => {
                 sup.remove(name).await;
-                sup.add(n.clone());
+                sup.add(child_config(n, &state.paths.socket));
                 restarted.push(name.clone());
             }
             Some(_) => unchanged.push(name.clone()),
@@ -542,7 +562,7 @@ async fn reload(state: &State) -> Reply {
     }
     for (name, cfg) in &new.servers {
         if !old.servers.contains_key(name) {
-            sup.add(cfg.clone());
+            sup.add(child_config(cfg, &state.paths.socket));
             added.push(name.clone());
         }
     }

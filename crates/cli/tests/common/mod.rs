@@ -46,7 +46,8 @@ pub struct Project {
 }
 
 impl Project {
-    /// A temp project whose corral.toml is `config` with `{fixture}` replaced.
+    /// A temp project whose corral.toml is `config` with `{fixture}` (and `{corral}`,
+    /// `{repo}`) replaced.
     pub fn new(config: &str) -> Project {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -64,6 +65,7 @@ impl Project {
     pub fn write(&self, name: &str, text: &str) {
         let text = text
             .replace("{fixture}", &fixture().to_string_lossy())
+            .replace("{corral}", &corral().to_string_lossy())
             .replace("{repo}", &repo().to_string_lossy());
         std::fs::write(self.dir.join(name), text).unwrap();
     }
