@@ -18,9 +18,11 @@ pub enum Request {
     Tools {
         server: Option<String>,
     },
-    /// Call one tool.
+    /// Call one tool: `tool` as `corral tools` lists it, or with `server`, also the
+    /// server's own name for it. An unknown name is answered with [`Reply::usage`].
     Call {
-        server: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
         tool: String,
         arguments: Value,
     },
@@ -81,6 +83,21 @@ impl Reply {
             error: Some(message.into()),
             data: Value::Null,
         }
+    }
+
+    /// A refusal because the request named something that does not exist (exit 2 in
+    /// the CLI, like any usage error): `data` is `{"usage": true}`.
+    pub fn usage(message: impl Into<String>) -> Reply {
+        Reply {
+            ok: false,
+            error: Some(message.into()),
+            data: serde_json::json!({ "usage": true }),
+        }
+    }
+
+    /// Whether this is a [`Reply::usage`] refusal.
+    pub fn is_usage(&self) -> bool {
+        !self.ok && self.data.get("usage").and_then(Value::as_bool) == Some(true)
     }
 
     pub fn line(&self) -> String {

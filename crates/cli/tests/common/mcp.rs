@@ -13,6 +13,8 @@ pub struct McpClient {
     lines: Receiver<Value>,
     /// Messages received that were not the awaited response (notifications, requests).
     pub other: Vec<Value>,
+    /// The `initialize` result.
+    pub init: Value,
     next_id: u64,
 }
 
@@ -23,8 +25,17 @@ impl McpClient {
     }
 
     pub fn start_with(p: &super::Project, capabilities: Value) -> McpClient {
+        Self::start_args(p, &["mcp", "--standalone"], capabilities)
+    }
+
+    /// Starts `corral mcp` as a bridge to the project's daemon (started if needed).
+    pub fn bridge(p: &super::Project) -> McpClient {
+        Self::start_args(p, &["mcp"], json!({}))
+    }
+
+    fn start_args(p: &super::Project, args: &[&str], capabilities: Value) -> McpClient {
         let mut child = p
-            .cmd(&["mcp", "--standalone"])
+            .cmd(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -48,6 +59,7 @@ impl McpClient {
             stdin,
             lines: rx,
             other: Vec::new(),
+            init: Value::Null,
             next_id: 1,
         };
         let init = c.request(
@@ -56,6 +68,7 @@ impl McpClient {
                    "clientInfo": {"name": "corral-test", "version": "1"}}),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "corral", "{init}");
+        c.init = init["result"].clone();
         c.notify("notifications/initialized", None);
         c
     }
