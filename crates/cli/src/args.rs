@@ -65,7 +65,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The aggregated tool list (namespaced names).
+    /// The aggregated tool list, by the names agents see (and `corral call` takes).
     Tools {
         /// Only this server's tools.
         server: Option<String>,
@@ -91,7 +91,7 @@ pub enum Command {
         arguments: Option<String>,
         #[arg(long)]
         json: bool,
-        /// Run the server in-process even when a daemon runs.
+        /// Run the servers in-process even when a daemon runs.
         #[arg(long)]
         standalone: bool,
     },
