@@ -1,4 +1,4 @@
-//! "Did you mean …?" for misspelt keys.
+//! "Did you mean …?" for misspelt keys (and, in `corral call`, tool names).
 //!
 //! A plain Levenshtein distance over a handful of short keys; small enough that a
 //! dependency (and a lockfile change) would cost more than it saves.
