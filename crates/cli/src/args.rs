@@ -1,4 +1,4 @@
-//! The command-line contract (DESIGN.md, "CLI").
+//! The command-line contract (ARCHITECTURE.md, "Contracts: CLI").
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -16,6 +16,15 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
 }
+
+const CALL_FORMS: &str = "\
+Forms:
+  corral call TOOL [JSON]           TOOL as `corral tools` lists it:
+                                    corral call time__get_current_time '{\"timezone\": \"UTC\"}'
+  corral call SERVER TOOL [JSON]    TOOL by the server's own name, or as listed:
+                                    corral call time get_current_time '{\"timezone\": \"UTC\"}'
+A second word starting with `{` is the JSON of the first form. A name not found is
+answered with the listed name it most likely means.";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -60,7 +69,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// The aggregated tool list (namespaced names).
+    /// The aggregated tool list, by the names agents see (and `corral call` takes).
     Tools {
         /// Only this server's tools (a name from the config).
         server: Option<String>,
@@ -72,18 +81,23 @@ pub enum Command {
         standalone: bool,
     },
     /// Call one tool and print its result; exit 1 on a tool error.
+    #[command(after_help = CALL_FORMS)]
     Call {
-        /// The server, as named in the config.
-        server: String,
-        /// The tool's own name (without the `<server>__` prefix).
-        tool: String,
-        /// Arguments as a JSON object.
-        #[arg(default_value = "{}")]
-        arguments: String,
-        /// Print JSON instead of text.
+        /// The tool as `corral tools` lists it (e.g. `time__get_current_time`), or the
+        /// name of a server followed by its TOOL.
+        #[arg(value_name = "TOOL|SERVER")]
+        target: String,
+        /// After TOOL: the JSON arguments. After SERVER: the tool, by the server's own
+        /// name (`get_current_time`) or as `corral tools` lists it.
+        #[arg(value_name = "JSON|TOOL")]
+        second: Option<String>,
+        /// Arguments as a JSON object (default `{}`), after SERVER TOOL.
+        #[arg(value_name = "JSON")]
+        arguments: Option<String>,
+        /// Print the result as JSON instead of text.
         #[arg(long)]
         json: bool,
-        /// Run the server in-process even when a daemon runs.
+        /// Run the servers in-process even when a daemon runs.
         #[arg(long)]
         standalone: bool,
     },
@@ -140,7 +154,9 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
-    /// Everything broken, deduplicated and ranked.
+    /// Everything broken, deduplicated and ranked. Not in this version yet: hidden from
+    /// `--help` until it is, still parsed so that it can say so.
+    #[command(hide = true)]
     Errors {
         /// Print JSON instead of text.
         #[arg(long)]

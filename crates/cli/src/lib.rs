@@ -4,7 +4,7 @@
 //! in-process through the supervisor, do their work, and stop them cleanly before
 //! exiting, on success, on failure and on Ctrl-C alike.
 //!
-//! Exit codes (DESIGN.md): 0 ok; 1 the operation failed (message on stderr); 2 usage or
+//! Exit codes (ARCHITECTURE.md, "Contracts: CLI"): 0 ok; 1 the operation failed (message on stderr); 2 usage or
 //! config error.
 
 mod args;

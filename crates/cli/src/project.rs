@@ -24,7 +24,11 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::Op(format!("cannot read the working directory: {e}")))?;
     let path = corral_config::discover(&cwd, explicit).map_err(config_failure)?;
-    corral_config::load(&path).map_err(config_failure)
+    let config = corral_config::load(&path).map_err(config_failure)?;
+    for note in &config.notes {
+        eprintln!("corral: note: {}: {note}", config.path.display());
+    }
+    Ok(config)
 }
 
 /// A config error as a usage failure (exit 2).

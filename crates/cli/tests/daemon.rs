@@ -436,3 +436,27 @@ fn events_and_logs_follow_live() {
     let _ = events.wait();
     let _ = logs.wait();
 }
+
+#[test]
+fn call_accepts_the_listed_tool_name_alone_or_after_its_server_through_the_daemon() {
+    let p = Project::new(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\n[servers.fx]\ncommand = \"{fixture}\"\n[servers.other]\ncommand = \"{fixture}\"\nargs = [\"--tools\", \"2\"]\ntools = { allow = [\"tool_*\"] }\n",
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    listed_names_round_trip(&p, &[]);
+    let r = p.run(&["call", "other", "fx__echo"]);
+    assert!(
+        r.stderr().contains(
+            "tool 'fx__echo' belongs to server 'fx', not 'other': `corral call fx__echo`"
+        ),
+        "{r:?}"
+    );
+    // The calls went to the daemon's servers, not to ones started for the command.
+    let r = p.run(&["call", "fx__getpid"]);
+    assert_eq!(
+        r.stdout().trim(),
+        server_pid(&ps(&p), "fx").to_string(),
+        "{r:?}"
+    );
+}

@@ -153,3 +153,54 @@ fn servers_are_stopped_when_the_command_exits() {
     // Its stderr went to the log file.
     assert!(p.dir.join(".corral/logs/fx.log").exists());
 }
+
+#[test]
+fn call_accepts_the_listed_tool_name_alone_or_after_its_server_standalone() {
+    let p = Project::new(TWO);
+    listed_names_round_trip(&p, &[]);
+}
+
+#[test]
+fn call_resolves_names_through_the_catalog_with_tool_prefix_never() {
+    // Bare names; the tool both servers offer is kept bare for the first server and
+    // prefixed for the other, as the catalog decides.
+    let p = Project::new(
+        "[gateway]\ntool_prefix = \"never\"\n[servers.a]\ncommand = \"{fixture}\"\n[servers.b]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"b.pid\"]\n",
+    );
+    let listed = p.run(&["tools", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&listed.stdout()).unwrap();
+    let names = names(&v);
+    assert!(
+        names.contains(&"getpid") && names.contains(&"b__getpid"),
+        "{names:?}"
+    );
+    let r = p.run(&["call", "b__getpid"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert_eq!(
+        r.stdout().trim(),
+        std::fs::read_to_string(p.dir.join("b.pid")).unwrap().trim(),
+        "b__getpid is b's tool"
+    );
+    let r = p.run(&["call", "b", "b__getpid"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let r = p.run(&["call", "echo", r#"{"text":"bare"}"#]);
+    assert_eq!(r.stdout(), "bare\n", "{r:?}");
+    let r = p.run(&["call", "servers"]);
+    assert_eq!(r.code(), 0, "the built-in, bare: {r:?}");
+}
+
+#[test]
+fn call_help_explains_both_forms() {
+    let p = Project::new(TWO);
+    let r = p.run(&["call", "--help"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let help = r.stdout();
+    for needle in [
+        "corral call TOOL [JSON]",
+        "corral call SERVER TOOL [JSON]",
+        "<TOOL|SERVER>",
+        "as `corral tools` lists it",
+    ] {
+        assert!(help.contains(needle), "{needle} missing:\n{help}");
+    }
+}

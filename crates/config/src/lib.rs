@@ -53,6 +53,7 @@
 mod discover;
 mod error;
 mod expand;
+pub mod itself;
 mod json_load;
 mod model;
 mod read;
@@ -73,7 +74,8 @@ pub use model::{
     Config, CrashLoop, Format, GatewayConfig, HttpAuth, Listen, ProcessConfig, ProxyConfig,
     RestartPolicy, ServerConfig, ToolFilter, ToolPrefix, Transport,
 };
-pub use template::init_template;
+pub use suggest::closest;
+pub use template::{InitTemplate, init_template};
 
 /// The name of Corral's own config file.
 pub const CONFIG_FILE: &str = "corral.toml";
@@ -127,8 +129,9 @@ pub fn load_str(
     let abs_path = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     let root = model::project_root(&abs_path, format);
     let (raw, mut problems) = read::read(&tree, format);
-    let (resolved, more) = resolve::resolve(&raw, env, &root);
+    let (mut resolved, more) = resolve::resolve(&raw, env, &root);
     problems.extend(more);
+    let notes = refuse_itself(&raw, &mut resolved.servers, format, env, &mut problems);
     if !problems.is_empty() {
         return Err(invalid(problems));
     }
@@ -141,5 +144,59 @@ pub fn load_str(
         servers: resolved.servers,
         processes: resolved.processes,
         proxies: resolved.proxies,
+        notes,
     })
+}
+
+/// Servers that are Corral itself (see [`itself`]): a problem in `corral.toml`; in an
+/// `.mcp.json` / VS Code file (the agent's own file, where `corral mcp` belongs) the
+/// entry is dropped and a note returned.
+fn refuse_itself(
+    raw: &read::RawConfig,
+    servers: &mut std::collections::BTreeMap<String, ServerConfig>,
+    format: Format,
+    env: &dyn Fn(&str) -> Option<String>,
+    problems: &mut Vec<Problem>,
+) -> Vec<String> {
+    let self_exe = std::env::current_exe().ok();
+    let mut notes = Vec::new();
+    for raw_server in &raw.servers {
+        let name = &raw_server.name;
+        let Some(ServerConfig {
+            transport:
+                Transport::Stdio {
+                    command,
+                    args,
+                    env: server_env,
+                    cwd,
+                    ..
+                },
+            ..
+        }) = servers.get(name)
+        else {
+            continue;
+        };
+        if !itself::runs_corral(command, args, cwd, server_env, env, self_exe.as_deref()) {
+            continue;
+        }
+        let what = itself::message(name, command, args);
+        match (format, &raw_server.transport) {
+            (Format::Toml, read::RawTransport::Stdio { command, .. }) => problems.push(Problem {
+                line: command.pos.line,
+                column: command.pos.column,
+                key: command.key.clone(),
+                message: format!(
+                    "{what}; remove the [servers.{name}] table (agents start `corral mcp` \
+                     themselves, from their own MCP config)"
+                ),
+            }),
+            _ => {
+                servers.remove(name);
+                notes.push(format!(
+                    "{what}; skipped (it stays in the file for the agents that read it)"
+                ));
+            }
+        }
+    }
+    notes
 }

@@ -37,6 +37,9 @@ pub struct Config {
     pub servers: BTreeMap<String, ServerConfig>,
     pub processes: BTreeMap<String, ProcessConfig>,
     pub proxies: BTreeMap<String, ProxyConfig>,
+    /// What loading left out, for the user to read (`corral` prints these on stderr):
+    /// an `.mcp.json` entry that runs Corral itself is skipped, not run.
+    pub notes: Vec<String>,
 }
 
 impl Config {

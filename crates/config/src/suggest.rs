@@ -1,4 +1,4 @@
-//! "Did you mean …?" for misspelt keys.
+//! "Did you mean …?" for misspelt keys (and, in `corral call`, tool names).
 //!
 //! A plain Levenshtein distance over a handful of short keys; small enough that a
 //! dependency (and a lockfile change) would cost more than it saves.
@@ -6,7 +6,7 @@
 /// The known key closest to `key`, if it is close enough to be a plausible typo:
 /// the same apart from case, or at most a third of its characters (at least one)
 /// off.
-pub(crate) fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
+pub fn closest<'k>(key: &str, known: &[&'k str]) -> Option<&'k str> {
     if let Some(same) = known.iter().find(|k| k.eq_ignore_ascii_case(key)) {
         return Some(same);
     }

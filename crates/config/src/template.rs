@@ -24,7 +24,8 @@ const HEADER: &str = r#"# corral.toml: the MCP servers and dev processes of this
 # "never": bare tool names; when two servers offer the same name, the second one's
 # tool keeps its prefix (and `corral events` says so).
 tool_prefix = "always"
-# Corral's own tools (servers, server_logs, restart_server) for agents.
+# Corral's own tools for agents (corral__servers, corral__server_logs,
+# corral__restart_server; bare names with tool_prefix = "never").
 builtin_tools = true
 # HTTP clients send the bearer token from .corral/token ("none": no token; local only).
 auth = "token"
@@ -83,13 +84,26 @@ const EXAMPLES: &str = r#"
 # listen = "127.0.0.1:4173"          # open this in the browser (default: a free port)
 "#;
 
+/// What `corral init` writes, and what it left out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitTemplate {
+    /// The `corral.toml` text.
+    pub text: String,
+    /// One line per imported entry that was left out (an entry that runs Corral itself,
+    /// see [`crate::itself`]); the file carries the same note as a comment.
+    pub skipped: Vec<String>,
+}
+
 /// A commented starter `corral.toml`. Given the path and text of an `.mcp.json` (or
 /// VS Code `mcp.json`), its servers are imported as `[servers.NAME]` tables, with
-/// `${…}` references kept as references (never expanded into the file).
+/// `${…}` references kept as references (never expanded into the file). An entry that
+/// runs Corral itself (`corral mcp`, the one the README asks agents to have) is not
+/// imported: it is noted in a comment and in [`InitTemplate::skipped`].
 ///
 /// Fails with [`ConfigError::Invalid`] if the JSON has problems, located in the JSON.
-pub fn init_template(mcp_json: Option<(&Path, &str)>) -> Result<String, ConfigError> {
+pub fn init_template(mcp_json: Option<(&Path, &str)>) -> Result<InitTemplate, ConfigError> {
     let mut out = String::from(HEADER);
+    let mut skipped = Vec::new();
     if let Some((path, text)) = mcp_json {
         let invalid = |problems| ConfigError::Invalid {
             path: path.to_owned(),
@@ -111,11 +125,45 @@ pub fn init_template(mcp_json: Option<(&Path, &str)>) -> Result<String, ConfigEr
             .to_string_lossy();
         out.push_str(&format!("\n# ---- Servers imported from {source}. ----\n"));
         for server in &raw.servers {
+            if let Some(note) = corral_itself(server, &root) {
+                out.push_str(&format!("\n# Not imported: {note}.\n"));
+                skipped.push(note);
+                continue;
+            }
             render_server(&mut out, server, &root);
         }
     }
     out.push_str(EXAMPLES);
-    Ok(out)
+    Ok(InitTemplate { text: out, skipped })
+}
+
+/// Why `server` is not imported, when it runs Corral itself. The check expands `${…}`
+/// against the process environment (only to look; the file keeps the references).
+fn corral_itself(server: &RawServer, root: &Path) -> Option<String> {
+    let RawTransport::Stdio {
+        command,
+        args,
+        env,
+        cwd,
+    } = &server.transport
+    else {
+        return None;
+    };
+    let lookup = |name: &str| std::env::var(name).ok();
+    let value = |t: &Text| crate::expand::resolve(&t.segments, &lookup, root).map(|r| r.value);
+    let command = value(command).ok()?;
+    let args: Vec<String> = args.iter().map(value).collect::<Result<_, _>>().ok()?;
+    let env = env
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), value(v).ok()?)))
+        .collect();
+    let cwd = match cwd {
+        Some(c) => root.join(value(c).ok()?),
+        None => root.to_owned(),
+    };
+    let exe = std::env::current_exe().ok();
+    crate::itself::runs_corral(&command, &args, &cwd, &env, &lookup, exe.as_deref())
+        .then(|| crate::itself::message(&server.name, &command, &args))
 }
 
 fn render_server(out: &mut String, server: &RawServer, root: &Path) {
@@ -179,7 +227,7 @@ mod tests {
 
     #[test]
     fn starter_template_loads_without_problems() {
-        let text = init_template(None).unwrap();
+        let text = init_template(None).unwrap().text;
         let config = load_str(Path::new("/proj/corral.toml"), &text, &no_env).unwrap();
         assert_eq!(config.format, Format::Toml);
         assert!(config.servers.is_empty());
@@ -188,7 +236,7 @@ mod tests {
 
     #[test]
     fn starter_template_examples_load_when_uncommented() {
-        let text = init_template(None).unwrap();
+        let text = init_template(None).unwrap().text;
         let examples = text.split("# ---- Examples").nth(1).unwrap();
         let uncommented: String = examples
             .lines()
@@ -213,7 +261,9 @@ mod tests {
             "off": {"command": "nothing", "disabled": true}
           }
         }"#;
-        let text = init_template(Some((Path::new("/proj/.mcp.json"), json))).unwrap();
+        let text = init_template(Some((Path::new("/proj/.mcp.json"), json)))
+            .unwrap()
+            .text;
         assert!(
             text.contains("[servers.files]\ncommand = \"npx\"\n"),
             "{text}"
@@ -239,6 +289,27 @@ mod tests {
             panic!("search is http");
         };
         assert_eq!(headers["Authorization"], "Bearer none");
+    }
+
+    #[test]
+    fn import_skips_corral_itself_with_a_note() {
+        let json = r#"{"mcpServers": {
+            "corral": {"command": "corral", "args": ["mcp"]},
+            "other": {"command": "/opt/corral", "args": ["-c", "x.toml", "mcp"]},
+            "time": {"command": "uvx", "args": ["mcp-server-time"]}
+        }}"#;
+        let t = init_template(Some((Path::new("/proj/.mcp.json"), json))).unwrap();
+        assert!(t.text.contains("[servers.time]"), "{}", t.text);
+        assert!(!t.text.contains("[servers.corral]"), "{}", t.text);
+        assert!(!t.text.contains("[servers.other]"), "{}", t.text);
+        assert_eq!(t.skipped.len(), 2, "{:?}", t.skipped);
+        assert!(
+            t.text
+                .contains("# Not imported: server 'corral' runs Corral itself (`corral mcp`)"),
+            "{}",
+            t.text
+        );
+        load_str(Path::new("/proj/corral.toml"), &t.text, &no_env).unwrap();
     }
 
     #[test]

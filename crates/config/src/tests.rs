@@ -510,3 +510,34 @@ fn load_reports_unreadable_files() {
         "{err}"
     );
 }
+
+#[test]
+fn corral_itself_is_a_problem_in_corral_toml() {
+    let p = problem(
+        "[servers.time]\ncommand = \"uvx\"\n\n[servers.me]\ncommand = \"corral\"\nargs = [\"-c\", \"x.toml\", \"mcp\"]\n",
+    );
+    assert_eq!((p.line, p.column), (5, 11), "{p:?}");
+    assert_eq!(p.key, "servers.me.command");
+    assert!(
+        p.message
+            .starts_with("server 'me' runs Corral itself (`corral -c x.toml mcp`)"),
+        "{p:?}"
+    );
+    assert!(p.message.contains("remove the [servers.me] table"), "{p:?}");
+}
+
+#[test]
+fn corral_itself_is_skipped_with_a_note_in_mcp_json() {
+    let json = r#"{"mcpServers": {
+        "corral": {"command": "corral", "args": ["mcp"]},
+        "time": {"command": "uvx", "args": ["mcp-server-time"]}
+    }}"#;
+    let config = load_str(Path::new("/proj/.mcp.json"), json, &env).unwrap();
+    assert_eq!(config.servers.keys().collect::<Vec<_>>(), ["time"]);
+    assert_eq!(config.notes.len(), 1, "{:?}", config.notes);
+    assert!(
+        config.notes[0].starts_with("server 'corral' runs Corral itself (`corral mcp`)"),
+        "{:?}",
+        config.notes
+    );
+}

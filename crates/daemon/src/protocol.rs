@@ -18,9 +18,11 @@ pub enum Request {
     Tools {
         server: Option<String>,
     },
-    /// Call one tool.
+    /// Call one tool: `tool` as `corral tools` lists it, or with `server`, also the
+    /// server's own name for it. An unknown name is answered with [`Reply::usage`].
     Call {
-        server: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        server: Option<String>,
         tool: String,
         arguments: Value,
     },
@@ -59,6 +61,9 @@ pub enum Request {
 /// `Reply::code` of a request that named a server the daemon does not run.
 pub const UNKNOWN_SERVER: &str = "unknown_server";
 
+/// `Reply::code` of a request that named something else that does not exist (a tool).
+pub const NOT_FOUND: &str = "not_found";
+
 /// A one-line answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Reply {
@@ -66,7 +71,7 @@ pub struct Reply {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// With an error, what kind it is, for programs (added later; absent on older
-    /// daemons and on errors without a kind): [`UNKNOWN_SERVER`].
+    /// daemons and on errors without a kind): [`UNKNOWN_SERVER`], [`NOT_FOUND`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
     #[serde(default, skip_serializing_if = "Value::is_null")]
@@ -103,6 +108,18 @@ impl Reply {
     /// Whether this is an error naming a server the daemon does not run.
     pub fn is_unknown_server(&self) -> bool {
         self.code.as_deref() == Some(UNKNOWN_SERVER)
+    }
+
+    /// A refusal because the request named something that does not exist (exit 2 in
+    /// the CLI, like any usage error).
+    pub fn usage(message: impl Into<String>) -> Reply {
+        Reply::err_code(NOT_FOUND, message)
+    }
+
+    /// Whether this refusal is a usage error: it named a server or tool that does not
+    /// exist.
+    pub fn is_usage(&self) -> bool {
+        !self.ok && matches!(self.code.as_deref(), Some(UNKNOWN_SERVER | NOT_FOUND))
     }
 
     pub fn line(&self) -> String {

@@ -4,9 +4,10 @@ use crate::journal;
 use crate::lock::FileLock;
 use crate::paths::Paths;
 use crate::protocol::{Reply, Request};
-use corral_config::{Config, HttpAuth, Listen, ToolPrefix};
+use corral_config::{Config, HttpAuth, Listen, ServerConfig, Transport};
 use corral_events::{Event, EventBus};
 use corral_gateway::builtin::server_row;
+use corral_gateway::catalog::{Lookup, Route};
 use corral_gateway::http::{HttpGateway, HttpOptions};
 use corral_gateway::{GatewayOptions, Hub};
 use corral_supervisor::{Console, NotificationHook, ServerHandle, Supervisor, SupervisorOptions};
@@ -174,7 +175,13 @@ pub async fn run(
             .ok()
             .map(Arc::new)
     });
-    let supervisor = Supervisor::start(config.servers.values().cloned(), &sopts);
+    let supervisor = Supervisor::start(
+        config
+            .servers
+            .values()
+            .map(|s| child_config(s, &paths.socket)),
+        &sopts,
+    );
     let servers = supervisor.handles();
     let hub = Hub::start(
         servers.clone(),
@@ -362,6 +369,20 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         .mode(0o600)
         .open(path)?;
     f.write_all(text.as_bytes())
+}
+
+/// A server as the daemon runs it: with [`crate::DAEMON_SOCKET_ENV`] set to the control
+/// socket, so a `corral mcp` among the servers knows not to connect back to us.
+fn child_config(server: &ServerConfig, socket: &Path) -> ServerConfig {
+    let mut server = server.clone();
+    if let Transport::Stdio { env, .. } = &mut server.transport {
+        env.insert(
+            crate::DAEMON_SOCKET_ENV.to_owned(),
+            socket.display().to_string(),
+        );
+        env.insert(crate::DAEMON_SERVER_ENV.to_owned(), server.name.clone());
+    }
+    server
 }
 
 fn write_pid(lock: &FileLock) -> std::io::Result<()> {
@@ -615,7 +636,7 @@ async fn reload(state: &State) -> Reply {
             }
             Some(n) if n != cfg => {
                 sup.remove(name).await;
-                sup.add(n.clone());
+                sup.add(child_config(n, &state.paths.socket));
                 restarted.push(name.clone());
             }
             Some(_) => unchanged.push(name.clone()),
@@ -623,7 +644,7 @@ async fn reload(state: &State) -> Reply {
     }
     for (name, cfg) in &new.servers {
         if !old.servers.contains_key(name) {
-            sup.add(cfg.clone());
+            sup.add(child_config(cfg, &state.paths.socket));
             added.push(name.clone());
         }
     }
@@ -661,21 +682,25 @@ async fn handle(state: &State, request: Request) -> Reply {
             "servers": state.servers().values().map(server_row).collect::<Vec<_>>(),
         })),
         Request::Tools { server } => {
-            let prefix: ToolPrefix = state.config.read().unwrap().gateway.tool_prefix;
             let servers = state.servers();
-            let mut tools = Vec::new();
             let mut failed = Vec::new();
+            let mut ready = Vec::new();
             for h in servers.values() {
                 if server.as_deref().is_some_and(|s| s != h.name()) {
                     continue;
                 }
                 let _ = h.wait_ready(h.config().startup_timeout).await;
                 if h.state() == corral_supervisor::ServerState::Ready {
-                    tools.extend(corral_gateway::catalog::listing(h, prefix));
+                    ready.push(h);
                 } else {
                     failed.push(json!({"server": h.name(), "error": h.failure_report()}));
                 }
             }
+            let catalog = state.hub.fresh_catalog();
+            let tools: Vec<Value> = ready
+                .into_iter()
+                .flat_map(|h| corral_gateway::catalog::listing(h, &catalog))
+                .collect();
             if let Some(s) = &server
                 && !servers.contains_key(s)
             {
@@ -688,21 +713,37 @@ async fn handle(state: &State, request: Request) -> Reply {
             tool,
             arguments,
         } => {
+            if let Some(s) = &server
+                && state.server(s).is_none()
+            {
+                let mut reply = unknown(state, s);
+                reply.data = json!({ "usage": true });
+                return reply;
+            }
+            let route = match state.hub.resolve_tool(server.as_deref(), &tool).await {
+                Lookup::Found(route) => route,
+                Lookup::Down(s) => {
+                    let Some(h) = state.server(&s) else {
+                        return unknown(state, &s);
+                    };
+                    return Reply::err(cli_message(&h.unavailable(), &h));
+                }
+                Lookup::Miss(message) => return Reply::usage(message),
+            };
+            let (server, tool) = match route {
+                Route::Server { server, tool } => (server, tool),
+                Route::Builtin(b) => {
+                    let r = b.call(&state.servers(), &arguments).await;
+                    return Reply::ok(serde_json::from_str(&r).unwrap_or(Value::Null));
+                }
+            };
             let Some(h) = state.server(&server) else {
                 return unknown(state, &server);
             };
-            if !h.config().tools.permits(&tool) {
-                return Reply::err(format!(
-                    "tool '{tool}' of server '{server}' is excluded by its tools.allow / tools.deny config"
-                ));
-            }
             let args = corral_gateway::jsonrpc::raw(arguments.to_string());
             match h.call_tool(&tool, Some(&args)).await {
                 Ok(r) => Reply::ok(serde_json::from_str(r.get()).unwrap_or(Value::Null)),
-                Err(e) => Reply::err(corral_supervisor::with_tail(
-                    &e.to_string(),
-                    &h.status().last_stderr_tail,
-                )),
+                Err(e) => Reply::err(cli_message(&e, &h)),
             }
         }
         Request::Restart { ref name }
@@ -731,6 +772,19 @@ async fn handle(state: &State, request: Request) -> Reply {
             Reply::err("streaming request on the wrong path")
         }
     }
+}
+
+/// A failed call worded for the person at the terminal: the reason, what to run next
+/// (`corral start` for a server stopped on purpose; else `corral logs`, with the stderr
+/// lines that explain it).
+fn cli_message(e: &corral_supervisor::CallError, h: &ServerHandle) -> String {
+    let name = h.name();
+    if e.stopped() {
+        // Stopped on purpose: the old stderr explains nothing.
+        return format!("{e}; run `corral start {name}` to start it");
+    }
+    let next = format!("`corral logs {name}` shows its stderr");
+    corral_supervisor::with_tail(&format!("{e}; {next}"), &h.status().last_stderr_tail)
 }
 
 /// Waits (bounded by the startup timeout) for a (re)started server to be ready, and

@@ -1,6 +1,6 @@
 //! Corral's event model and in-process event bus.
 //!
-//! An [`Event`] is the unit of the public event contract (DESIGN.md, "Events"): one JSON
+//! An [`Event`] is the unit of the public event contract (ARCHITECTURE.md, "Contracts: Events"): one JSON
 //! object per line in the journal and the event stream, `{"ts", "kind", "source", ...}`.
 //! The payload is an open JSON map rather than a closed enum so that the contract can grow
 //! additively: scripts outside the code match on `kind` and read the fields they know.

@@ -54,7 +54,7 @@ impl Builtin {
                 "inputSchema": {
                     "type": "object",
                     "properties": {
-                        "server": {"type": "string", "description": "server name, as in `servers`"},
+                        "server": {"type": "string", "description": "the server's name, as Corral's server list shows it"},
                         "lines": {"type": "integer", "minimum": 1, "maximum": MAX_LINES},
                         "grep": {"type": "string"}
                     },

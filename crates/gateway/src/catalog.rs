@@ -6,7 +6,7 @@ use crate::naming;
 use corral_config::ToolPrefix;
 use corral_supervisor::{ServerHandle, ServerState};
 use serde_json::Value;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Where a tool call goes.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,6 +29,11 @@ pub struct Catalog {
     pub collisions: Vec<String>,
     /// What the catalog was built from (see [`fingerprint`]).
     pub fingerprint: Vec<(ServerState, usize)>,
+    /// The built-in tools offered, by the names agents see (empty with
+    /// `builtin_tools = false`): messages to agents name these, never the bare names.
+    pub builtins: Vec<(Builtin, String)>,
+    /// The `tool_prefix` it was built with.
+    pub prefix: ToolPrefix,
 }
 
 /// Each server's state and the identity of its tool list: equal fingerprints mean an
@@ -54,6 +59,7 @@ impl Catalog {
         let mut owners: HashMap<String, String> = HashMap::new();
         let mut tools = Vec::new();
         let mut collisions = Vec::new();
+        let mut builtin_names = Vec::new();
         for handle in servers {
             if handle.state() != ServerState::Ready {
                 continue;
@@ -96,6 +102,7 @@ impl Catalog {
                 let mut def = b.definition();
                 def["name"] = Value::String(name.clone());
                 tools.push(def);
+                builtin_names.push((*b, name.clone()));
                 routes.insert(name, Route::Builtin(*b));
             }
         }
@@ -105,14 +112,74 @@ impl Catalog {
             routes,
             collisions,
             fingerprint,
+            builtins: builtin_names,
+            prefix,
+        }
+    }
+
+    /// The name agents see for built-in tool `b`, if it is offered.
+    pub fn builtin_name(&self, b: Builtin) -> Option<&str> {
+        self.builtins
+            .iter()
+            .find(|(x, _)| *x == b)
+            .map(|(_, n)| n.as_str())
+    }
+
+    /// Where an agent looks next after a call to `server` failed: the built-in tools by
+    /// their exposed names, or the CLI when they are turned off. A server stopped on
+    /// purpose stays down until started, so that is the advice for it.
+    pub fn advice(&self, server: &str, stopped: bool) -> String {
+        let tool = |b: Builtin| {
+            self.builtin_name(b)
+                .map(|n| format!("the `{n}` tool with {{\"server\": \"{server}\"}}"))
+        };
+        if stopped {
+            return match tool(Builtin::RestartServer) {
+                Some(t) => format!(
+                    "it was stopped on purpose: call {t} (or run `corral start {server}`) to start it"
+                ),
+                None => {
+                    format!("it was stopped on purpose: run `corral start {server}` to start it")
+                }
+            };
+        }
+        match tool(Builtin::ServerLogs) {
+            Some(t) => format!("{t} shows its stderr"),
+            None => format!("`corral logs {server}` shows its stderr"),
+        }
+    }
+
+    /// The sentence of the `initialize` instructions that says where to look when a tool
+    /// fails, naming tools that exist by the names agents see.
+    pub fn where_to_look(&self) -> String {
+        match (
+            self.builtin_name(Builtin::Servers),
+            self.builtin_name(Builtin::ServerLogs),
+        ) {
+            (Some(servers), Some(logs)) => {
+                format!("If a tool fails, the `{servers}` and `{logs}` tools show what broke.")
+            }
+            _ => "If a tool fails, `corral ps` and `corral logs SERVER` (run in the project) \
+                  show what broke."
+                .to_owned(),
         }
     }
 }
 
 /// One server's tools for listings (`corral tools`): each tool object as the server sent
-/// it, with `name` set to the exposed name and `server` / `tool` added. Only ready
-/// servers have tools; the `tools.allow` / `tools.deny` filter applies.
-pub fn listing(handle: &ServerHandle, prefix: ToolPrefix) -> Vec<Value> {
+/// it, with `name` set to the name `catalog` routes (so every listed name can be called,
+/// collisions under `tool_prefix = "never"` included) and `server` / `tool` added. Only
+/// ready servers have tools; the `tools.allow` / `tools.deny` filter applies.
+pub fn listing(handle: &ServerHandle, catalog: &Catalog) -> Vec<Value> {
+    let server = handle.name();
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    for (name, route) in &catalog.routes {
+        if let Route::Server { server: s, tool } = route
+            && s == server
+        {
+            names.insert(tool, name);
+        }
+    }
     let filter = &handle.config().tools;
     handle
         .tools()
@@ -121,14 +188,167 @@ pub fn listing(handle: &ServerHandle, prefix: ToolPrefix) -> Vec<Value> {
         .map(|t| {
             let mut v: Value = serde_json::from_str(t.raw.get()).unwrap_or(Value::Null);
             if let Value::Object(m) = &mut v {
-                m.insert(
-                    "name".into(),
-                    naming::exposed(prefix, handle.name(), &t.name).into(),
+                let name = names.get(t.name.as_str()).map_or_else(
+                    || naming::exposed(catalog.prefix, server, &t.name),
+                    |n| n.to_string(),
                 );
-                m.insert("server".into(), handle.name().into());
+                m.insert("name".into(), name.into());
+                m.insert("server".into(), server.into());
                 m.insert("tool".into(), t.name.clone().into());
             }
             v
         })
         .collect()
+}
+
+/// What a tool name given on the command line (`corral call`) leads to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// Call this.
+    Found(Route),
+    /// The name belongs to this server, which is not ready: its tools are unknown now.
+    Down(String),
+    /// No such tool: the message says what was looked for and suggests a spelling.
+    Miss(String),
+}
+
+/// Resolves `name` — a tool as `corral tools` lists it (the exposed name, however
+/// [`naming`] shaped it), or, with `server`, also the server's own tool name — through
+/// the same routes the gateway uses for agents.
+pub fn resolve(
+    catalog: &Catalog,
+    servers: &BTreeMap<String, ServerHandle>,
+    server: Option<&str>,
+    name: &str,
+) -> Lookup {
+    let Some(server) = server else {
+        if let Some(route) = catalog.routes.get(name) {
+            return Lookup::Found(route.clone());
+        }
+        if servers.contains_key(name) {
+            return Lookup::Miss(format!(
+                "'{name}' is a server, not a tool: `corral call {name} TOOL [JSON]`; \
+                 `corral tools {name}` lists its tools"
+            ));
+        }
+        if let Some((s, _)) = name.split_once(naming::SEP)
+            && servers
+                .get(s)
+                .is_some_and(|h| h.state() != ServerState::Ready)
+        {
+            return Lookup::Down(s.to_owned());
+        }
+        return Lookup::Miss(unknown(catalog, None, name));
+    };
+    let Some(h) = servers.get(server) else {
+        let known: Vec<&str> = servers.keys().map(String::as_str).collect();
+        return Lookup::Miss(format!(
+            "no server named '{server}'; servers: {}",
+            if known.is_empty() {
+                "(none)".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ));
+    };
+    if h.state() != ServerState::Ready {
+        return Lookup::Down(server.to_owned());
+    }
+    if h.tools().iter().any(|t| t.name == name) {
+        if !h.config().tools.permits(name) {
+            return Lookup::Miss(format!(
+                "tool '{name}' of server '{server}' is excluded by its tools.allow / tools.deny config"
+            ));
+        }
+        return Lookup::Found(Route::Server {
+            server: server.to_owned(),
+            tool: name.to_owned(),
+        });
+    }
+    // The name it has in a catalog of all servers, when this one was built from fewer
+    // (`corral call SERVER TOOL` standalone starts only SERVER): prefixed, as a collision
+    // under `tool_prefix = "never"` would have it.
+    let full_name = |t: &corral_supervisor::Tool| {
+        naming::exposed(ToolPrefix::Always, server, &t.name) == name
+            || naming::exposed(catalog.prefix, server, &t.name) == name
+    };
+    if let Some(t) = h.tools().iter().find(|t| full_name(t))
+        && h.config().tools.permits(&t.name)
+        && !catalog.routes.contains_key(name)
+    {
+        return Lookup::Found(Route::Server {
+            server: server.to_owned(),
+            tool: t.name.clone(),
+        });
+    }
+    match catalog.routes.get(name) {
+        Some(route @ Route::Server { server: owner, .. }) if owner == server => {
+            Lookup::Found(route.clone())
+        }
+        Some(Route::Server { server: owner, .. }) => Lookup::Miss(format!(
+            "tool '{name}' belongs to server '{owner}', not '{server}': `corral call {name}`"
+        )),
+        Some(Route::Builtin(_)) => Lookup::Miss(format!(
+            "'{name}' is one of Corral's own tools, not a tool of server '{server}': \
+             `corral call {name}`"
+        )),
+        None => Lookup::Miss(unknown(catalog, Some(server), name)),
+    }
+}
+
+/// "No tool named …", with the listed name it most likely means.
+fn unknown(catalog: &Catalog, server: Option<&str>, name: &str) -> String {
+    let of_server = |route: &Route| match (route, server) {
+        (_, None) => true,
+        (Route::Server { server: s, .. }, Some(want)) => s == want,
+        (Route::Builtin(_), Some(_)) => false,
+    };
+    let mut names: Vec<&str> = catalog
+        .routes
+        .iter()
+        .filter(|(_, r)| of_server(r))
+        .map(|(k, _)| k.as_str())
+        .collect();
+    names.sort_unstable();
+    // A server's own tool name (or a near miss of one) leads to the name it is listed
+    // as; ties go to the first in order, so the suggestion is stable.
+    let listed_as = |t: &str| {
+        catalog
+            .routes
+            .iter()
+            .filter(|(_, r)| of_server(r))
+            .filter(|(_, r)| match r {
+                Route::Server { tool, .. } => tool == t,
+                Route::Builtin(b) => b.name() == t,
+            })
+            .map(|(k, _)| k.as_str())
+            .min()
+    };
+    let by_tool = listed_as(name);
+    let mut tools: Vec<&str> = catalog
+        .routes
+        .values()
+        .filter(|r| of_server(r))
+        .map(|r| match r {
+            Route::Server { tool, .. } => tool.as_str(),
+            Route::Builtin(b) => b.name(),
+        })
+        .collect();
+    tools.sort_unstable();
+    let near_tool = corral_config::closest(name, &tools).and_then(listed_as);
+    let suggestion = by_tool
+        .or_else(|| corral_config::closest(name, &names))
+        .or(near_tool);
+    let what = match server {
+        Some(s) => format!("server '{s}' has no tool named '{name}'"),
+        None => format!("no tool named '{name}'"),
+    };
+    let list = match server {
+        Some(s) => format!("`corral tools {s}` lists them"),
+        None => "`corral tools` lists them".to_owned(),
+    };
+    match suggestion {
+        Some(s) => format!("{what}; did you mean '{s}'? ({list})"),
+        None => format!("{what}; {list}"),
+    }
 }

@@ -187,6 +187,12 @@ impl Hub {
         self.catalog.read().unwrap().clone()
     }
 
+    /// The catalog, rebuilt first if a server changed state or tools since it was built.
+    pub fn fresh_catalog(&self) -> Arc<Catalog> {
+        self.refresh();
+        self.catalog()
+    }
+
     /// The servers, by name (a snapshot: a reload replaces the whole map).
     pub fn servers(&self) -> Arc<BTreeMap<String, ServerHandle>> {
         self.servers.read().unwrap().clone()
@@ -224,6 +230,13 @@ impl Hub {
             handle.name().to_owned(),
             handle.notifications(),
         ));
+    }
+
+    /// Resolves a tool named on the command line (`corral call`), after waiting for the
+    /// servers still starting (see [`crate::catalog::resolve`]).
+    pub async fn resolve_tool(&self, server: Option<&str>, name: &str) -> crate::catalog::Lookup {
+        self.await_starting().await;
+        crate::catalog::resolve(&self.catalog(), &self.servers(), server, name)
     }
 
     /// Rebuilds the catalog; tells every session when the tool list changed.

@@ -8,9 +8,9 @@
 //! messages back to the right session. A [`Session`] is one agent: transports
 //! ([`stdio`], HTTP) hand it messages, and it answers each request on its own task.
 //!
-//! Forwarding is lean on purpose (ARCHITECTURE.md, "Performance"): a `tools/call` parses
-//! only the envelope and the tool name, carries the arguments as raw JSON, and rewrites
-//! only the name (and a progress token, when there is one).
+//! Forwarding is lean on purpose (ARCHITECTURE.md, "Performance facts"): a `tools/call`
+//! parses only the envelope and the tool name, carries the arguments as raw JSON, and
+//! rewrites only the name (and a progress token, when there is one).
 //!
 //! What flows back: a server's progress notifications are matched to the session by a
 //! gateway-unique token; its log messages go to every session (logger = server name),

@@ -312,9 +312,9 @@ impl Session {
             },
             "serverInfo": {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")},
         });
-        let mut text = String::from(
-            "Corral aggregates several MCP servers. If a tool fails, the `servers` and \
-             `server_logs` tools show what broke.",
+        let mut text = format!(
+            "Corral aggregates several MCP servers. {}",
+            self.hub.catalog().where_to_look()
         );
         for i in &instructions {
             text.push('\n');
@@ -428,7 +428,8 @@ impl Session {
         }
         // A gateway-side failure of a tool call is a tool error the model can read.
         reply(id, result, |e| {
-            jsonrpc::result(id, &jsonrpc::tool_error_result(&agent_message(&e)))
+            let msg = agent_message(&e, &self.hub.catalog());
+            jsonrpc::result(id, &jsonrpc::tool_error_result(&msg))
         })
     }
 
@@ -438,10 +439,8 @@ impl Session {
             && let Some(h) = self.hub.servers().get(server)
             && h.state() != ServerState::Ready
         {
-            return jsonrpc::result(
-                id,
-                &jsonrpc::tool_error_result(&h.unavailable().to_string()),
-            );
+            let msg = agent_message(&h.unavailable(), &self.hub.catalog());
+            return jsonrpc::result(id, &jsonrpc::tool_error_result(&msg));
         }
         jsonrpc::error(
             Some(id),
@@ -751,7 +750,8 @@ impl Session {
         };
         let _call = self.hub.begin_call(server, self.shared.id, id);
         reply(id, h.request(method, params).await, |e| {
-            jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &agent_message(&e))
+            let msg = agent_message(&e, &self.hub.catalog());
+            jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
         })
     }
 }
@@ -785,10 +785,8 @@ fn params_value(id: &RawValue, params: Option<&RawValue>, usage: &str) -> Result
         .ok_or_else(|| jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, usage))
 }
 
-/// A gateway-side failure worded for an agent: short, actionable, no raw stderr.
-fn agent_message(e: &CallError) -> String {
-    match e {
-        CallError::Down { .. } => e.to_string(),
-        other => format!("{other}; call get_errors / server_logs for details"),
-    }
+/// A gateway-side failure worded for an agent: short, actionable, no raw stderr; the
+/// advice names the tools the agent has, as it sees them.
+fn agent_message(e: &CallError, catalog: &crate::catalog::Catalog) -> String {
+    format!("{e}; {}", catalog.advice(e.server(), e.stopped()))
 }

@@ -121,14 +121,18 @@ pub struct Tool {
 /// Why a call could not be answered by the server.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CallError {
-    #[error(
-        "server '{server}' is {state} since {since} ({detail}); call get_errors / server_logs for details"
-    )]
+    /// The server is not serving. The message says which, since when and why; where to
+    /// look next depends on who reads it (an agent has tools, a human the CLI), so the
+    /// caller adds that ([`CallError::stopped`] tells whether it stays down until started).
+    #[error("server '{server}' is {state} since {since} ({detail})")]
     Down {
         server: String,
         state: &'static str,
         since: String,
         detail: String,
+        /// Stopped (on request, or after a clean exit it is not restarted from): it
+        /// stays down until it is started again.
+        stopped: bool,
     },
     #[error("{}", rpc_message(server, source))]
     Rpc {
@@ -140,6 +144,21 @@ pub enum CallError {
 
 /// A closed connection's reason already names the server ("server 'x' exited with code
 /// 3"); other errors get the name prefixed.
+impl CallError {
+    /// The server the error is about.
+    pub fn server(&self) -> &str {
+        match self {
+            CallError::Down { server, .. } | CallError::Rpc { server, .. } => server,
+        }
+    }
+
+    /// Whether the server is down because it was stopped (`corral stop`, or a clean exit
+    /// with no restart): it stays down until started, so the fix is to start it.
+    pub fn stopped(&self) -> bool {
+        matches!(self, CallError::Down { stopped: true, .. })
+    }
+}
+
 fn rpc_message(server: &str, e: &RpcError) -> String {
     match e {
         RpcError::Closed(reason) => reason.to_string(),
@@ -455,10 +474,14 @@ impl ServerHandle {
                 ServerState::GaveUp => "down (gave up after repeated crashes)",
             },
             since: humantime::format_rfc3339_seconds(s.since).to_string(),
-            detail: s
-                .last_error
-                .clone()
-                .unwrap_or_else(|| "not started".to_owned()),
+            detail: s.last_error.clone().unwrap_or_else(|| {
+                match s.state {
+                    ServerState::Stopped => "not running",
+                    _ => "not started",
+                }
+                .to_owned()
+            }),
+            stopped: s.state == ServerState::Stopped,
         }
     }
 

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-/// Lines kept in memory per child (DESIGN.md: 50 lines × 8 KiB).
+/// Lines kept in memory per child (ARCHITECTURE.md, "Where data lives": 50 lines of at
+/// most 8 KiB).
 pub const RING_LINES: usize = 50;
 /// Longest line kept; longer ones are cut with a marker.
 pub const MAX_LINE: usize = 8 * 1024;

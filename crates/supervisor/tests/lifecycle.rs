@@ -48,7 +48,8 @@ async fn starts_lists_tools_calls_and_stops_without_crash_event() {
         .unwrap_err();
     let msg = err.to_string();
     assert!(msg.starts_with("server 'fx' is stopped since"), "{msg}");
-    assert!(msg.contains("get_errors / server_logs"), "{msg}");
+    assert!(err.stopped(), "{err:?}: the caller's hint is to start it");
+    assert_eq!(err.server(), "fx");
 
     // And it comes back on start, with its tools.
     s.start().await;

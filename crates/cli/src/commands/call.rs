@@ -1,17 +1,42 @@
-//! `corral call SERVER TOOL [JSON]`: start one server, call one tool, print, stop.
+//! `corral call TOOL [JSON]` / `corral call SERVER TOOL [JSON]`: call one tool, print
+//! its result. Through the daemon when one runs, else with the servers started
+//! in-process for the one command. TOOL is resolved by the gateway's own routes
+//! ([`corral_gateway::catalog::resolve`]), so every name `corral tools` lists works,
+//! however it was prefixed or shortened.
 
 use crate::project::{self, Standalone};
 use crate::{CmdResult, Failure};
+use corral_config::{Config, ToolPrefix};
 use corral_events::EventBus;
+use corral_gateway::catalog::{self, Catalog, Lookup, Route};
 use corral_supervisor::{CallError, RpcError, ServerState, with_tail};
 use serde_json::Value;
 use serde_json::value::RawValue;
 use std::path::Path;
 use std::time::Duration;
 
+/// The positionals as (server, tool, arguments): `TOOL [JSON]` when the second word is
+/// JSON (or absent), else `SERVER TOOL [JSON]`.
+pub fn forms(
+    target: String,
+    second: Option<String>,
+    third: Option<String>,
+) -> Result<(Option<String>, String, String), Failure> {
+    let json_like = |s: &str| s.trim_start().starts_with('{');
+    match (second, third) {
+        (None, _) => Ok((None, target, "{}".to_owned())),
+        (Some(j), None) if json_like(&j) => Ok((None, target, j)),
+        (Some(j), Some(extra)) if json_like(&j) => Err(Failure::Usage(format!(
+            "unexpected '{extra}' after the JSON arguments; \
+             the forms are `corral call TOOL [JSON]` and `corral call SERVER TOOL [JSON]`"
+        ))),
+        (Some(tool), third) => Ok((Some(target), tool, third.unwrap_or_else(|| "{}".into()))),
+    }
+}
+
 pub async fn run(
     config: Option<&Path>,
-    server: &str,
+    server: Option<&str>,
     tool: &str,
     arguments: &str,
     json: bool,
@@ -25,37 +50,80 @@ pub async fn run(
             )));
         }
     };
+    let what = match server {
+        Some(s) => format!("tool '{tool}' of server '{s}'"),
+        None => format!("tool '{tool}'"),
+    };
     let cfg = project::load(config)?;
-    let servers = project::select(&cfg, Some(server))?;
+    if let Some(s) = server {
+        project::select(&cfg, Some(s))?;
+    }
     if !standalone && project::daemon_running(&cfg).await {
         let req = corral_daemon::Request::Call {
-            server: server.to_owned(),
+            server: server.map(str::to_owned),
             tool: tool.to_owned(),
             arguments: serde_json::from_str(args.get()).unwrap_or(Value::Null),
         };
-        let result = project::daemon_request(&cfg, &req).await?;
-        return print_result(server, tool, &result.to_string(), json);
+        let reply = corral_daemon::client::request(&project::paths(&cfg), &req)
+            .await
+            .map_err(|e| Failure::Op(e.to_string()))?;
+        let message = || {
+            reply
+                .error
+                .clone()
+                .unwrap_or_else(|| "the daemon refused".into())
+        };
+        return match (reply.ok, reply.is_usage()) {
+            (true, _) => print_result(&what, &reply.data.to_string(), json),
+            (false, true) => Err(Failure::Usage(message())),
+            (false, false) => Err(Failure::Op(message())),
+        };
     }
-    let run = Standalone::start(&cfg, servers, EventBus::default(), None);
-    let handle = run
-        .supervisor
-        .get(server)
-        .expect("selected server runs")
-        .clone();
+    let run = Standalone::start(
+        &cfg,
+        candidates(&cfg, server, tool),
+        EventBus::default(),
+        None,
+    );
+    let handles = run.supervisor.handles();
     let work = async {
-        let limit = handle.config().startup_timeout + Duration::from_secs(1);
-        if handle.wait_ready(limit).await.is_err() {
-            return Err(Failure::Op(format!(
-                "server '{server}' failed to start: {}",
-                handle.failure_report()
-            )));
+        // Every started server gets its chance to be ready, so its tools can be named.
+        let waits: Vec<_> = handles
+            .values()
+            .map(|h| {
+                let h = h.clone();
+                tokio::spawn(async move {
+                    let limit = h.config().startup_timeout + Duration::from_secs(1);
+                    let _ = h.wait_ready(limit).await;
+                })
+            })
+            .collect();
+        for w in waits {
+            let _ = w.await;
         }
-        if !handle.config().tools.permits(tool) {
-            return Err(Failure::Op(format!(
-                "tool '{tool}' of server '{server}' is excluded by its tools.allow / tools.deny config"
-            )));
-        }
-        match handle.call_tool(tool, Some(&args)).await {
+        let catalog = Catalog::build(
+            handles.values(),
+            cfg.gateway.tool_prefix,
+            cfg.gateway.builtin_tools,
+        );
+        let (server, tool) = match catalog::resolve(&catalog, &handles, server, tool) {
+            Lookup::Found(Route::Server { server, tool }) => (server, tool),
+            Lookup::Found(Route::Builtin(b)) => {
+                let args: Value = serde_json::from_str(args.get()).unwrap_or(Value::Null);
+                return Ok(corral_gateway::jsonrpc::raw(b.call(&handles, &args).await));
+            }
+            Lookup::Down(server) => {
+                let report = handles
+                    .get(&server)
+                    .map_or_else(String::new, |h| h.failure_report());
+                return Err(Failure::Op(format!(
+                    "server '{server}' failed to start: {report}"
+                )));
+            }
+            Lookup::Miss(message) => return Err(Failure::Usage(message)),
+        };
+        let handle = &handles[&server];
+        match handle.call_tool(&tool, Some(&args)).await {
             Ok(r) => Ok(r),
             Err(
                 e @ CallError::Rpc {
@@ -80,10 +148,34 @@ pub async fn run(
     };
     run.stop().await;
     let result = result?;
-    print_result(server, tool, result.get(), json)
+    print_result(&what, result.get(), json)
 }
 
-fn print_result(server: &str, tool: &str, raw: &str, json: bool) -> CmdResult {
+/// The servers to start for a standalone call: the one named; else, with the default
+/// `tool_prefix = "always"`, those whose `<server>__` prefix the tool name has; else all
+/// (bare names, shortened names and Corral's own tools can belong to any of them).
+fn candidates(cfg: &Config, server: Option<&str>, tool: &str) -> Vec<corral_config::ServerConfig> {
+    let all = cfg.servers.values();
+    let picked: Vec<_> = match (server, cfg.gateway.tool_prefix) {
+        (Some(s), _) => all.filter(|c| c.name == s).cloned().collect(),
+        (None, ToolPrefix::Always) => all
+            .filter(|c| {
+                tool.strip_prefix(c.name.as_str())
+                    .is_some_and(|rest| rest.starts_with(corral_gateway::naming::SEP))
+            })
+            .cloned()
+            .collect(),
+        (None, ToolPrefix::Never) => Vec::new(),
+    };
+    if picked.is_empty() {
+        cfg.servers.values().cloned().collect()
+    } else {
+        picked
+    }
+}
+
+/// `what` names the tool in the error line: "tool 'x'" or "tool 'x' of server 'y'".
+fn print_result(what: &str, raw: &str, json: bool) -> CmdResult {
     let v: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
     let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
     if json {
@@ -105,9 +197,7 @@ fn print_result(server: &str, tool: &str, raw: &str, json: bool) -> CmdResult {
         }
     }
     if is_error {
-        Err(Failure::Op(format!(
-            "tool '{tool}' of server '{server}' returned an error"
-        )))
+        Err(Failure::Op(format!("{what} returned an error")))
     } else {
         Ok(())
     }

@@ -241,7 +241,7 @@ pub async fn reload(config: Option<&Path>, json: bool) -> CmdResult {
 
 pub async fn errors(_config: Option<&Path>, _json: bool) -> CmdResult {
     Err(Failure::Op(
-        "`corral errors` (the deduplicated get_errors view) is not in this version yet; \
+        "`corral errors` (one deduplicated view of everything broken) is not in this version yet; \
          `corral events` shows crashes with their stderr tails, `corral logs NAME` the rest"
             .into(),
     ))

@@ -40,8 +40,8 @@ pub fn run(config: Option<&Path>, force: bool) -> CmdResult {
     let mcp_path = dir.join(corral_config::MCP_JSON);
     let mcp_text = std::fs::read_to_string(&mcp_path).ok();
     let imported = mcp_text.as_deref().map(|t| (mcp_path.as_path(), t));
-    let text = corral_config::init_template(imported).map_err(project::config_failure)?;
-    std::fs::write(&target, text)
+    let template = corral_config::init_template(imported).map_err(project::config_failure)?;
+    std::fs::write(&target, &template.text)
         .map_err(|e| Failure::Op(format!("cannot write {}: {e}", target.display())))?;
     match imported {
         Some(_) => println!(
@@ -50,6 +50,9 @@ pub fn run(config: Option<&Path>, force: bool) -> CmdResult {
             mcp_path.display()
         ),
         None => println!("wrote {}", target.display()),
+    }
+    for note in &template.skipped {
+        println!("not imported: {note}");
     }
     println!("next: `corral check`, then `corral tools`");
     Ok(())

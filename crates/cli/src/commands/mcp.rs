@@ -36,6 +36,7 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
     let exe = std::env::current_exe()
         .map_err(|e| Failure::Op(format!("cannot find my own binary: {e}")))?;
     let paths = project::paths(&cfg);
+    refuse_own_daemon(&cfg, &paths)?;
     let mut stream = corral_daemon::client::connect_or_start(&paths, &exe, &cfg.path)
         .await
         .map_err(|e| Failure::Op(format!("cannot reach the project daemon: {e}")))?;
@@ -74,6 +75,23 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
             }
         }
     }
+}
+
+/// A daemon sets its control socket in its servers' environment: a bridge that would
+/// connect to that same socket is running as one of that daemon's servers, and would
+/// only feed the daemon's tools back into itself, session after session.
+fn refuse_own_daemon(cfg: &corral_config::Config, paths: &corral_daemon::Paths) -> CmdResult {
+    let under = std::env::var_os(corral_daemon::DAEMON_SOCKET_ENV);
+    if under.is_some_and(|s| std::path::Path::new(&s) == paths.socket) {
+        let server = std::env::var(corral_daemon::DAEMON_SERVER_ENV).unwrap_or_default();
+        return Err(Failure::Op(format!(
+            "`corral mcp` runs as server '{server}' of the project daemon it would connect \
+             to, which would loop forever; remove server '{server}' from {} (agents start \
+             `corral mcp` themselves, from their own MCP config)",
+            cfg.path.display()
+        )));
+    }
+    Ok(())
 }
 
 fn daemon_gone(paths: &corral_daemon::Paths) -> Failure {

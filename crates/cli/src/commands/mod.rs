@@ -30,12 +30,23 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             standalone,
         } => tools::run(config, server.as_deref(), json, standalone).await,
         Command::Call {
-            server,
-            tool,
+            target,
+            second,
             arguments,
             json,
             standalone,
-        } => call::run(config, &server, &tool, &arguments, json, standalone).await,
+        } => {
+            let (server, tool, arguments) = call::forms(target, second, arguments)?;
+            call::run(
+                config,
+                server.as_deref(),
+                &tool,
+                &arguments,
+                json,
+                standalone,
+            )
+            .await
+        }
         Command::Logs {
             name,
             follow,

@@ -40,6 +40,12 @@ pub async fn run(
         }
     }
 
+    // The names the gateway routes (collisions under tool_prefix = "never" included).
+    let catalog = corral_gateway::catalog::Catalog::build(
+        handles.iter(),
+        cfg.gateway.tool_prefix,
+        cfg.gateway.builtin_tools,
+    );
     let mut rows = Vec::new();
     let mut listing = Vec::new();
     let mut failures = Vec::new();
@@ -52,7 +58,7 @@ pub async fn run(
             ));
             continue;
         }
-        for tool in corral_gateway::catalog::listing(h, cfg.gateway.tool_prefix) {
+        for tool in corral_gateway::catalog::listing(h, &catalog) {
             if json {
                 listing.push(tool);
             } else {

@@ -13,6 +13,8 @@ pub struct McpClient {
     lines: Receiver<Value>,
     /// Messages received that were not the awaited response (notifications, requests).
     pub other: Vec<Value>,
+    /// The `initialize` result.
+    pub init: Value,
     next_id: u64,
 }
 
@@ -58,6 +60,7 @@ impl McpClient {
             stdin,
             lines: rx,
             other: Vec::new(),
+            init: Value::Null,
             next_id: 1,
         };
         let init = c.request(
@@ -66,6 +69,7 @@ impl McpClient {
                    "clientInfo": {"name": "corral-test", "version": "1"}}),
         );
         assert_eq!(init["result"]["serverInfo"]["name"], "corral", "{init}");
+        c.init = init["result"].clone();
         c.notify("notifications/initialized", None);
         c
     }

@@ -46,7 +46,8 @@ pub struct Project {
 }
 
 impl Project {
-    /// A temp project whose corral.toml is `config` with `{fixture}` replaced.
+    /// A temp project whose corral.toml is `config` with `{fixture}` (and `{corral}`,
+    /// `{repo}`) replaced.
     pub fn new(config: &str) -> Project {
         static N: AtomicU64 = AtomicU64::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -64,6 +65,7 @@ impl Project {
     pub fn write(&self, name: &str, text: &str) {
         let text = text
             .replace("{fixture}", &fixture().to_string_lossy())
+            .replace("{corral}", &corral().to_string_lossy())
             .replace("{repo}", &repo().to_string_lossy());
         std::fs::write(self.dir.join(name), text).unwrap();
     }
@@ -233,6 +235,68 @@ pub fn lines_of(out: impl std::io::Read + Send + 'static) -> std::sync::mpsc::Re
         }
     });
     rx
+}
+
+/// Every name `corral tools` lists is callable as it is, alone or after its server; a
+/// miss suggests the listed spelling. `p` has servers `fx` (the fixture) and `other`
+/// (`--tools 2`, `tools.allow = ["tool_*"]`); used standalone (tools_call.rs) and
+/// through the daemon (daemon.rs).
+pub fn listed_names_round_trip(p: &Project, extra: &[&str]) {
+    let call = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(extra);
+        p.run(&all)
+    };
+    let r = call(&["call", "fx__echo", r#"{"text":"alone"}"#]);
+    assert_eq!((r.code(), r.stdout().as_str()), (0, "alone\n"), "{r:?}");
+    let r = call(&["call", "fx", "fx__echo", r#"{"text":"after its server"}"#]);
+    assert_eq!(r.stdout(), "after its server\n", "{r:?}");
+    let r = call(&["call", "fx", "echo", r#"{"text":"own name"}"#]);
+    assert_eq!(r.stdout(), "own name\n", "{r:?}");
+    let r = call(&["call", "fx__getpid"]);
+    assert_eq!(r.code(), 0, "no JSON means {{}}: {r:?}");
+
+    let r = call(&["call", "fx__ecko", r#"{"text":"x"}"#]);
+    assert_eq!(r.code(), 2, "{r:?}");
+    assert!(
+        r.stderr().contains(
+            "no tool named 'fx__ecko'; did you mean 'fx__echo'? (`corral tools` lists them)"
+        ),
+        "{r:?}"
+    );
+    let r = call(&["call", "echo", r#"{"text":"x"}"#]);
+    assert_eq!(r.code(), 2, "{r:?}");
+    assert!(r.stderr().contains("did you mean 'fx__echo'?"), "{r:?}");
+    let r = call(&["call", "other", "fx__echo"]);
+    assert_eq!(r.code(), 2, "{r:?}");
+    // The daemon knows whose tool it is; standalone, only `other` was started.
+    assert!(
+        r.stderr().contains(
+            "tool 'fx__echo' belongs to server 'fx', not 'other': `corral call fx__echo`"
+        ) || r
+            .stderr()
+            .contains("server 'other' has no tool named 'fx__echo'"),
+        "{r:?}"
+    );
+    let r = call(&["call", "other", "tool_2"]);
+    assert_eq!(r.code(), 2, "{r:?}");
+    assert!(
+        r.stderr().contains(
+            "server 'other' has no tool named 'tool_2'; did you mean 'other__tool_0'? (`corral tools other` lists them)"
+        ),
+        "{r:?}"
+    );
+    let r = call(&["call", "fx"]);
+    assert_eq!(r.code(), 2, "{r:?}");
+    assert!(
+        r.stderr()
+            .contains("'fx' is a server, not a tool: `corral call fx TOOL [JSON]`"),
+        "{r:?}"
+    );
+    // Corral's own tools, by their listed names.
+    let r = call(&["call", "corral__servers", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert!(r.stdout().contains(r#""name":"fx""#), "{r:?}");
 }
 
 pub mod http;

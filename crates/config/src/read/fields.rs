@@ -341,7 +341,9 @@ impl Reader {
                  \"<server>__<tool>\", so a \"__\" in the server name would make \
                  that split ambiguous; rename it"
             )
-        } else if what == "server" && name == "corral" {
+        } else if what == "server" && name == "corral" && !runs_corral_mcp(&entry.node) {
+            // An entry that runs `corral mcp` is reported (or skipped) as Corral itself
+            // later, with the fix that applies; renaming it would only hide the loop.
             "server name \"corral\" is reserved for Corral's built-in tools \
              (corral__servers, …); rename it"
                 .to_owned()
@@ -350,6 +352,22 @@ impl Reader {
         };
         self.problem(entry.key_pos, key, message);
     }
+}
+
+/// A server table whose literal `command` and `args` are `corral … mcp`.
+fn runs_corral_mcp(node: &Node) -> bool {
+    let string = |n: &Node| match &n.value {
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    };
+    let Some(command) = node.get("command").and_then(|e| string(&e.node)) else {
+        return false;
+    };
+    let args: Vec<String> = match node.get("args").map(|e| &e.node.value) {
+        Some(Value::Array(items)) => items.iter().filter_map(string).collect(),
+        _ => Vec::new(),
+    };
+    crate::itself::named_corral_mcp(&command, &args)
 }
 
 pub(super) fn env_name_problem(name: &str) -> Option<String> {
