@@ -3,21 +3,8 @@
 use crate::Failure;
 use corral_config::{Config, ConfigError, ServerConfig};
 use corral_events::EventBus;
-use corral_supervisor::guard::Guard;
 use corral_supervisor::{Console, Supervisor, SupervisorOptions};
 use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
-
-/// Upper bound on a standalone shutdown: the longest stop grace, doubled, plus slack.
-fn shutdown_deadline(servers: &[ServerConfig]) -> Duration {
-    let grace = servers
-        .iter()
-        .map(|s| s.stop_grace)
-        .max()
-        .unwrap_or_default();
-    grace * 2 + Duration::from_secs(3)
-}
 
 /// Finds and loads the config; every problem maps to exit code 2.
 pub fn load(explicit: Option<&Path>) -> Result<Config, Failure> {
@@ -59,7 +46,6 @@ pub fn select(config: &Config, name: Option<&str>) -> Result<Vec<ServerConfig>, 
 /// Servers running in this process for the length of one command.
 pub struct Standalone {
     pub supervisor: Supervisor,
-    deadline: Duration,
 }
 
 impl Standalone {
@@ -97,35 +83,21 @@ impl Standalone {
         console: Option<Console>,
         more: impl FnOnce(&mut SupervisorOptions),
     ) -> Standalone {
-        let deadline = shutdown_deadline(&servers);
         let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
         opts.console = console;
-        opts.guard = start_guard();
+        for problem in opts.contain(std::env::current_exe().ok().as_deref()) {
+            eprintln!("corral: warning: {problem}");
+        }
         more(&mut opts);
         Standalone {
             supervisor: Supervisor::start(servers, &opts),
-            deadline,
         }
     }
 
     /// Stops every server gracefully.
     pub async fn stop(self) {
-        self.supervisor.shutdown(self.deadline).await;
-    }
-}
-
-/// The guard process (this binary's hidden `__guard` command). Without it, children
-/// still die with us (death signal), but their own children might not: say so and go on.
-fn start_guard() -> Option<Arc<Guard>> {
-    let exe = std::env::current_exe().ok()?;
-    match Guard::spawn(&exe, &["__guard"]) {
-        Ok(g) => Some(Arc::new(g)),
-        Err(e) => {
-            eprintln!(
-                "corral: warning: cannot start the guard process ({e}); grandchildren of servers may outlive a killed corral"
-            );
-            None
-        }
+        let deadline = self.supervisor.shutdown_deadline();
+        self.supervisor.shutdown(deadline).await;
     }
 }
 

@@ -78,3 +78,82 @@ fn sigterm_of_corral_stops_servers_gracefully() {
         "{rest:?}"
     );
 }
+
+/// The parent pid of `pid`.
+fn ppid_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
+const ESCAPING: &str = r#"
+[servers.fx]
+command = "{fixture}"
+args = ["--escape", "--pid-file", "fx.pid"]
+"#;
+
+#[test]
+fn a_process_that_escapes_its_servers_group_is_stopped_with_the_server_and_the_daemon() {
+    let p = Project::new(ESCAPING);
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let escaped_file = p.dir.join("fx.pid.escaped");
+    let escaped = read_pid(&escaped_file);
+    let daemon = read_pid(&p.dir.join(".corral/daemon.pid"));
+    assert!(alive(escaped));
+    wait_until("the escaped process is reparented to the daemon", || {
+        ppid_of(escaped) == Some(daemon)
+    });
+
+    // Stopping its server ends it too.
+    assert_eq!(p.run(&["stop", "fx"]).code(), 0);
+    wait_until("the escaped process ends with its server", || {
+        !alive(escaped)
+    });
+
+    // A new run escapes again; `down` ends that one.
+    std::fs::remove_file(&escaped_file).unwrap();
+    assert_eq!(p.run(&["start", "fx"]).code(), 0);
+    let again = read_pid(&escaped_file);
+    assert!(alive(again));
+    assert_eq!(p.run(&["down"]).code(), 0);
+    wait_until("down ends the escaped process", || !alive(again));
+}
+
+#[test]
+fn a_process_that_escapes_its_servers_group_dies_with_a_sigkilled_daemon() {
+    let p = Project::new(ESCAPING);
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let escaped = read_pid(&p.dir.join("fx.pid.escaped"));
+    let daemon = read_pid(&p.dir.join(".corral/daemon.pid"));
+    // Known to the guard once the daemon found it.
+    wait_until("the escaped process is reparented to the daemon", || {
+        ppid_of(escaped) == Some(daemon)
+    });
+    let r = p.run(&["ps", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    wait_until("the daemon has scanned", || {
+        std::fs::read_to_string(p.dir.join(".corral/events.jsonl"))
+            .is_ok_and(|j| j.contains("\"server.escaped\""))
+    });
+    unsafe {
+        libc::kill(daemon as i32, libc::SIGKILL);
+    }
+    wait_until("the guard kills the escaped process", || !alive(escaped));
+}
+
+#[test]
+fn a_one_shot_command_leaves_no_escaped_process_behind() {
+    let p = Project::new(ESCAPING);
+    let r = p.run(&["call", "fx", "echo", r#"{"text":"hi"}"#]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let escaped = read_pid(&p.dir.join("fx.pid.escaped"));
+    wait_until("the escaped process ends with the command", || {
+        !alive(escaped)
+    });
+}

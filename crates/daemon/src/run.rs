@@ -55,6 +55,9 @@ pub struct DaemonInfo {
     pub endpoint: Option<String>,
     /// Why there is no HTTP endpoint. Agents on stdio (`corral mcp`) are unaffected.
     pub http_error: Option<String>,
+    /// What is not as it should be for as long as the daemon runs (the guard or the
+    /// subreaper could not be set up).
+    pub warnings: Vec<String>,
     pub token: Option<String>,
     pub socket: PathBuf,
 }
@@ -170,11 +173,12 @@ pub async fn run(
     sopts.console = opts.console.clone();
     sopts.requests = Some(req_tx);
     sopts.on_notification = Some(hook.clone());
-    sopts.guard = opts.guard_exe.as_deref().and_then(|exe| {
-        corral_supervisor::guard::Guard::spawn(exe, &["__guard"])
-            .ok()
-            .map(Arc::new)
-    });
+    // Never dropped: each is an event, and a warning in `corral ps` for as long as the
+    // daemon runs.
+    let containment = sopts.contain(opts.guard_exe.as_deref());
+    for problem in &containment {
+        bus.emit(Event::new("daemon.containment_failed", "corral").with("reason", problem.clone()));
+    }
     let supervisor = Supervisor::start(
         config
             .servers
@@ -237,6 +241,7 @@ pub async fn run(
         pid: std::process::id(),
         endpoint: local.map(|a| format!("http://{a}/mcp")),
         http_error: http.as_ref().err().cloned(),
+        warnings: containment,
         token,
         socket: paths.socket.clone(),
     };
@@ -293,19 +298,9 @@ pub async fn run(
     let _ = state.shutdown.send(true);
     drop(control);
     let _ = std::fs::remove_file(&state.paths.socket);
-    let grace = state
-        .config
-        .read()
-        .unwrap()
-        .servers
-        .values()
-        .map(|s| s.stop_grace)
-        .max()
-        .unwrap_or_default();
     if let Some(supervisor) = state.supervisor.lock().await.take() {
-        supervisor
-            .shutdown(grace * 2 + Duration::from_secs(3))
-            .await;
+        let deadline = supervisor.shutdown_deadline();
+        supervisor.shutdown(deadline).await;
     }
     if let Some(task) = http_task {
         let _ = task.await;
@@ -809,6 +804,7 @@ fn status(state: &State) -> Value {
         "version": env!("CARGO_PKG_VERSION"),
         "agents": state.hub.session_count(),
         "http_error": state.info.http_error,
+        "warnings": state.info.warnings,
         "http_sessions": state.http.as_ref().map_or(0, |h| h.session_count()),
     })
 }

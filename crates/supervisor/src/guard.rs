@@ -27,6 +27,7 @@ pub struct Guard {
 impl Guard {
     /// Starts `program args…`, which must call [`run_guard`].
     pub fn spawn(program: &Path, args: &[&str]) -> io::Result<Guard> {
+        let _spawning = crate::spawn::SPAWNING.lock().unwrap();
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -34,6 +35,7 @@ impl Guard {
             .stderr(Stdio::inherit())
             .process_group(0)
             .spawn()?;
+        crate::spawn::note_spawned(child.id());
         let stdin = child.stdin.take().expect("stdin piped");
         Ok(Guard {
             stdin: Mutex::new(Some(stdin)),

@@ -28,6 +28,7 @@ mod console;
 mod exit;
 pub mod guard;
 pub mod lines;
+pub mod reaper;
 pub mod rpc;
 mod server;
 pub mod spawn;
@@ -60,6 +61,8 @@ pub struct SupervisorOptions {
     pub console: Option<Console>,
     /// Kills the children's process groups if this process dies (see [`guard`]).
     pub guard: Option<std::sync::Arc<guard::Guard>>,
+    /// Finds and ends processes that escape their server's group (see [`reaper`]).
+    pub reaper: Option<std::sync::Arc<reaper::Reaper>>,
     /// Receives the servers' requests to the client (sampling, elicitation …); `None`
     /// answers them "method not found" and declares no such client capability.
     pub requests: Option<tokio::sync::mpsc::UnboundedSender<IncomingRequest>>,
@@ -90,9 +93,39 @@ impl SupervisorOptions {
             log_rotate_bytes: stderr::LOG_ROTATE_BYTES,
             console: None,
             guard: None,
+            reaper: None,
             requests: None,
             on_notification: None,
         }
+    }
+}
+
+impl SupervisorOptions {
+    /// Sets up what keeps the children contained however this process ends — the guard
+    /// process (`guard_exe __guard`) and the subreaper ([`reaper`]) — the same way for the
+    /// daemon and for one-shot commands. Returns what could not be set up, one message
+    /// each: the caller must show it (a warning, an event, a status line), never drop it,
+    /// since without it "no orphans, even on SIGKILL" no longer holds.
+    pub fn contain(&mut self, guard_exe: Option<&std::path::Path>) -> Vec<String> {
+        let mut problems = Vec::new();
+        match guard_exe.map(|exe| guard::Guard::spawn(exe, &["__guard"])) {
+            Some(Ok(g)) => self.guard = Some(std::sync::Arc::new(g)),
+            Some(Err(e)) => problems.push(format!(
+                "cannot start the guard process ({e}): servers' own children may outlive a killed corral"
+            )),
+            None => problems.push(
+                "no guard process: servers' own children may outlive a killed corral".into(),
+            ),
+        }
+        match reaper::become_subreaper() {
+            Ok(()) => {
+                self.reaper = Some(reaper::Reaper::start(self.guard.clone(), self.bus.clone()))
+            }
+            Err(e) => problems.push(format!(
+                "cannot become the subreaper ({e}): processes that leave their server's process group are not stopped with it"
+            )),
+        }
+        problems
     }
 }
 
@@ -169,10 +202,24 @@ impl Supervisor {
             .collect()
     }
 
-    /// Stops every server gracefully and concurrently. Each stop is bounded by its own
-    /// grace periods; `deadline` bounds the whole, after which the remaining actors are
-    /// abandoned (their children still die: `kill_on_drop` and the death signal).
+    /// How long [`Supervisor::shutdown`] may take at most for these servers: the
+    /// longest stop grace twice (stdin close, then SIGTERM), plus slack.
+    pub fn shutdown_deadline(&self) -> Duration {
+        let grace = self
+            .servers()
+            .map(|h| h.config().stop_grace)
+            .max()
+            .unwrap_or_default();
+        grace * 2 + Duration::from_secs(3)
+    }
+
+    /// Stops every server gracefully and concurrently, then ends what escaped their
+    /// process groups. Each stop is bounded by its own grace periods; `deadline` bounds
+    /// the whole ([`Supervisor::shutdown_deadline`] for the usual one), after which the
+    /// remaining actors are abandoned (their children still die: `kill_on_drop`, the
+    /// death signal and the guard).
     pub async fn shutdown(self, deadline: Duration) {
+        let reaper = self.opts.reaper.clone();
         self.cancel.cancel();
         let tasks: Vec<_> = self.servers.into_values().map(|e| e.task).collect();
         let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
@@ -185,6 +232,9 @@ impl Supervisor {
             for a in aborts {
                 a.abort();
             }
+        }
+        if let Some(reaper) = reaper {
+            reaper.end_all();
         }
     }
 }

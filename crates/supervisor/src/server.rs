@@ -185,6 +185,7 @@ struct Shared {
     notes: broadcast::Sender<Notification>,
     console: Option<Console>,
     guard: Option<Arc<crate::guard::Guard>>,
+    reaper: Option<Arc<crate::reaper::Reaper>>,
     requests: Option<mpsc::UnboundedSender<crate::IncomingRequest>>,
     hook: Option<crate::NotificationHook>,
     /// The `initialize` result of the current (or last) ready instance.
@@ -287,6 +288,7 @@ impl ServerHandle {
             notes: broadcast::channel(1024).0,
             console,
             guard: opts.guard.clone(),
+            reaper: opts.reaper.clone(),
             requests: opts.requests.clone(),
             hook: opts.on_notification.clone(),
             init: RwLock::new(None),
@@ -767,7 +769,7 @@ impl Actor {
             cwd,
         };
         let started = Instant::now();
-        let mut child = match spawn::spawn(&spec) {
+        let mut child = match spawn::spawn(&spec, &shared.name) {
             Ok(c) => c,
             Err(e) if e.is_temporary() => return self.temporary_failure(&e),
             Err(e) => return self.permanent_failure(&e),
@@ -776,7 +778,12 @@ impl Actor {
         if let Some(guard) = &shared.guard {
             guard.register(pid);
         }
-        let _unregister = GroupRegistration(shared.guard.clone(), pid);
+        let _unregister = GroupRegistration {
+            guard: shared.guard.clone(),
+            reaper: shared.reaper.clone(),
+            server: shared.name.clone(),
+            pid,
+        };
         shared.set_state(ServerState::Starting, |s| s.pid = Some(pid));
         if let Some(log) = shared.log.lock().unwrap().as_mut() {
             log.write_line("", &run_header(&shared.name, pid));
@@ -1113,14 +1120,24 @@ impl Actor {
     }
 }
 
-/// Unregisters a process group from the guard when the instance is over (every path
-/// out of `run_instance` has reaped the child and SIGKILLed its group by then).
-struct GroupRegistration(Option<Arc<crate::guard::Guard>>, u32);
+/// When the instance is over (every path out of `run_instance` has reaped the child and
+/// SIGKILLed its group by then): unregisters its process group from the guard, and ends
+/// what escaped the group during the run ([`crate::reaper`]).
+struct GroupRegistration {
+    guard: Option<Arc<crate::guard::Guard>>,
+    reaper: Option<Arc<crate::reaper::Reaper>>,
+    server: String,
+    pid: u32,
+}
 
 impl Drop for GroupRegistration {
     fn drop(&mut self) {
-        if let Some(guard) = &self.0 {
-            guard.unregister(self.1);
+        if let Some(guard) = &self.guard {
+            guard.unregister(self.pid);
+        }
+        spawn::forget_spawned(self.pid);
+        if let Some(reaper) = &self.reaper {
+            reaper.server_ended(&self.server);
         }
     }
 }

@@ -133,14 +133,41 @@ fn check_executable(path: &Path) -> Result<Option<PathBuf>, SpawnError> {
     }
 }
 
-/// Spawns the child with all three pipes, in a new process group (so stop signals reach
-/// its grandchildren), with `PR_SET_PDEATHSIG = SIGKILL` (so it dies with us even when
-/// we are killed with SIGKILL).
-pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Child, SpawnError> {
+/// Held while spawning and while the [`crate::reaper`] scans, so a child just spawned
+/// is always registered in [`SPAWNED`] before a scan can see it.
+pub(crate) static SPAWNING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Pids of the children this process spawned (servers, the guard), as opposed to
+/// processes reparented to it.
+static SPAWNED: std::sync::Mutex<std::collections::BTreeSet<u32>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// Notes `pid` as a child this process spawned itself.
+pub(crate) fn note_spawned(pid: u32) {
+    SPAWNED.lock().unwrap().insert(pid);
+}
+
+/// Forgets a child of ours once it is reaped.
+pub(crate) fn forget_spawned(pid: u32) {
+    SPAWNED.lock().unwrap().remove(&pid);
+}
+
+/// Whether `pid` is a child this process spawned itself.
+pub(crate) fn is_ours(pid: u32) -> bool {
+    SPAWNED.lock().unwrap().contains(&pid)
+}
+
+/// Spawns the child for server `server` with all three pipes, in a new process group
+/// (so stop signals reach its grandchildren), with `PR_SET_PDEATHSIG = SIGKILL` (so it
+/// dies with us even when we are killed with SIGKILL), and `CORRAL_SERVER=server` in its
+/// environment (so a process that escapes the group can be told apart:
+/// [`crate::reaper`]).
+pub fn spawn(spec: &SpawnSpec<'_>, server: &str) -> Result<Child, SpawnError> {
     let program = resolve(spec)?;
     let mut cmd = Command::new(&program);
     cmd.args(spec.args)
         .envs(spec.env)
+        .env(crate::reaper::SERVER_ENV, server)
         .current_dir(spec.cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -173,7 +200,8 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Child, SpawnError> {
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| {
+    let _spawning = SPAWNING.lock().unwrap();
+    let child = cmd.spawn().map_err(|e| {
         let (command, message) = (spec.command.to_owned(), e.to_string());
         match e.raw_os_error() {
             Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
@@ -181,7 +209,11 @@ pub fn spawn(spec: &SpawnSpec<'_>) -> Result<Child, SpawnError> {
             }
             _ => SpawnError::Os { command, message },
         }
-    })
+    })?;
+    if let Some(pid) = child.id() {
+        note_spawned(pid);
+    }
+    Ok(child)
 }
 
 /// Sends `signal` to the whole process group `pgid`. Errors (the group is gone) are

@@ -23,7 +23,7 @@ pub async fn ps(config: Option<&Path>, json: bool) -> CmdResult {
         d["endpoint"].as_str().unwrap_or("none"),
         d["agents"]
     );
-    super::up::warn_no_http(d);
+    super::up::warn_of(d);
     let mut rows = vec![vec![
         "NAME".into(),
         "STATE".into(),

@@ -16,9 +16,57 @@ pub async fn run(config: Option<&Path>, detach: bool) -> CmdResult {
     serve(cfg).await
 }
 
-/// The detached daemon itself (`corral -c FILE __daemon`); its output goes to the log.
+/// The detached daemon itself (`corral -c FILE __daemon`): its stdout and stderr are
+/// `.corral/daemon.log`, which holds only the daemon's own lines (its start, warnings,
+/// a panic): events are in the journal and each server's stderr in its own log, so
+/// neither is copied there. The file is rotated like every other log.
 pub async fn daemon(config: Option<&Path>) -> CmdResult {
-    serve(project::load(config)?).await
+    let cfg = project::load(config)?;
+    tokio::spawn(keep_small(paths(&cfg).daemon_log));
+    let opts = DaemonOptions {
+        console: None,
+        on_event: None,
+        guard_exe: std::env::current_exe().ok(),
+    };
+    corral_daemon::run(cfg, opts, announce, project::interrupted())
+        .await
+        .map_err(|e: DaemonError| Failure::Op(e.to_string()))
+}
+
+/// Rotates `log`, which is this process's stdout and stderr, at the size every log
+/// rotates at (one old file kept, `.1`): checked at start and every minute.
+async fn keep_small(log: std::path::PathBuf) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        tick.tick().await;
+        if std::fs::metadata(&log)
+            .is_ok_and(|m| m.len() >= corral_supervisor::stderr::LOG_ROTATE_BYTES)
+            && let Err(e) = rotate_own_output(&log)
+        {
+            eprintln!("corral: cannot rotate {}: {e}", log.display());
+        }
+    }
+}
+
+/// Renames `log` to `log.1` and points stdout and stderr at a new, empty `log`.
+fn rotate_own_output(log: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut old = log.as_os_str().to_owned();
+    old.push(".1");
+    std::fs::rename(log, &old)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(log)?;
+    for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
+        // SAFETY: dup2 onto our own standard descriptors; `file` stays open meanwhile.
+        if unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 async fn serve(cfg: corral_config::Config) -> CmdResult {
@@ -47,6 +95,9 @@ fn announce(info: &corral_daemon::DaemonInfo) {
             );
         }
     }
+    for w in &info.warnings {
+        eprintln!("corral: warning: {w}");
+    }
     match &info.token {
         Some(t) => println!("corral: bearer token {t} (stored in .corral/token)"),
         None => println!("corral: no token required (gateway.auth = \"none\")"),
@@ -67,7 +118,7 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
             status["pid"],
             status["endpoint"].as_str().unwrap_or("none")
         );
-        warn_no_http(&status);
+        warn_of(&status);
         return Ok(());
     }
     let exe = std::env::current_exe()
@@ -80,7 +131,7 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
         Some(endpoint) => println!("corral: MCP endpoint {endpoint}"),
         None => println!("corral: no HTTP endpoint"),
     }
-    warn_no_http(&status);
+    warn_of(&status);
     println!(
         "corral: daemon started (pid {}); logs in {}; `corral down` stops it",
         status["pid"],
@@ -89,10 +140,14 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
     Ok(())
 }
 
-/// Says why the daemon has no HTTP endpoint, if it has none.
-pub fn warn_no_http(status: &serde_json::Value) {
+/// Says why the daemon has no HTTP endpoint, if it has none, and whatever else it warns
+/// of (a guard that could not start).
+pub fn warn_of(status: &serde_json::Value) {
     if let Some(why) = status["http_error"].as_str() {
         eprintln!("corral: warning: {why}");
+    }
+    for w in status["warnings"].as_array().into_iter().flatten() {
+        eprintln!("corral: warning: {}", w.as_str().unwrap_or_default());
     }
 }
 
