@@ -29,7 +29,11 @@ fn daemon_log_is_not_a_copy_of_every_servers_stderr_and_is_rotated() {
         std::fs::metadata(&rotated).is_ok_and(|m| m.len() == old.len() as u64)
     });
     let log = std::fs::read_to_string(p.dir.join(".corral/daemon.log")).unwrap();
-    assert!(log.len() < 64 * 1024, "a fresh daemon.log: {} bytes", log.len());
+    assert!(
+        log.len() < 64 * 1024,
+        "a fresh daemon.log: {} bytes",
+        log.len()
+    );
     assert!(
         !log.contains("fixture banner line"),
         "a server's stderr is not copied into daemon.log:\n{log}"
