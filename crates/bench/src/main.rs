@@ -9,6 +9,7 @@
 
 mod account;
 mod drain;
+mod faults;
 mod gateway;
 mod http;
 mod latency;
@@ -28,6 +29,7 @@ corral-bench: benchmarks of Corral's stdio supervisor and gateway (loopback only
 USAGE:
     corral-bench [all|latency|drain|startup|gateway] [OPTIONS]
     corral-bench peers [OPTIONS]
+    corral-bench faults [--sessions N] [--calls N]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -43,6 +45,11 @@ BENCHMARKS:
                 latency, calls/s at 1/8/32, a 1 MiB echo, tools/list with 500 tools,
                 start → first call, RSS, CPU per call. Not part of `all`: install the
                 peers first with scripts/install-bench-peers.sh (about 2 minutes)
+
+    faults      load with faults: N HTTP sessions and N `corral mcp` bridges (default
+                32 + 32) × calls (default 2000) against one daemon whose server is
+                SIGKILLed every 2 s; every answer checked against its request (wrong
+                or lost answers fail the run). Not part of `all`
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
@@ -101,6 +108,40 @@ fn gateway_profile(args: &[String]) -> ExitCode {
     }
 }
 
+fn faults_main(args: &[String]) -> ExitCode {
+    let mut opts = faults::FaultOpts {
+        sessions: 32,
+        calls: 2000,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let n = it.next().and_then(|v| v.parse::<usize>().ok()).filter(|n| *n > 0);
+        match (arg.as_str(), n) {
+            ("--sessions", Some(n)) => opts.sessions = n,
+            ("--calls", Some(n)) => opts.calls = n,
+            _ => {
+                eprintln!("corral-bench: faults takes --sessions N and --calls N\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let result = util::fixture_path().and_then(|fixture| {
+        let corral = util::corral_path()?;
+        println!("{}", util::machine_header());
+        faults::run(&fixture, &corral, &opts)
+    });
+    match result {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("corral-bench: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(drain::CHILD_COMMAND) {
@@ -108,6 +149,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some("gateway-profile") {
         return gateway_profile(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("faults") {
+        return faults_main(&args[1..]);
     }
     let mut which = None;
     let mut opts = Opts {
