@@ -24,8 +24,8 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// How often the server is killed.
@@ -231,7 +231,14 @@ fn load(dir: &Path, config: &Path, corral: &Path, opts: &FaultOpts) -> Result<St
     if !errors.is_empty() {
         return Err(format!("sessions failed: {}", errors.join("; ")));
     }
-    let report = report(&http, &bridge, opts, elapsed, kills.load(Ordering::Relaxed), hwm);
+    let report = report(
+        &http,
+        &bridge,
+        opts,
+        elapsed,
+        kills.load(Ordering::Relaxed),
+        hwm,
+    );
     let wrong: Vec<&String> = http.wrong.iter().chain(&bridge.wrong).collect();
     if !wrong.is_empty() {
         return Err(format!(

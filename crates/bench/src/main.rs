@@ -115,7 +115,10 @@ fn faults_main(args: &[String]) -> ExitCode {
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let n = it.next().and_then(|v| v.parse::<usize>().ok()).filter(|n| *n > 0);
+        let n = it
+            .next()
+            .and_then(|v| v.parse::<usize>().ok())
+            .filter(|n| *n > 0);
         match (arg.as_str(), n) {
             ("--sessions", Some(n)) => opts.sessions = n,
             ("--calls", Some(n)) => opts.calls = n,

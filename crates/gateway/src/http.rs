@@ -83,31 +83,49 @@ fn with_header(mut r: Response, name: &'static str, value: &str) -> Response {
     r
 }
 
-/// The value of header `name`; `Err` when it is sent more than once or is not text.
+/// The headers the security checks read, each sent at most once, as text.
+struct SecurityHeaders<'a> {
+    host: Option<&'a str>,
+    origin: Option<&'a str>,
+    authorization: Option<&'a str>,
+}
+
+/// Finds the security headers in one pass over the head; `Err` when one of them, or a
+/// header the endpoint reads later (`Mcp-Session-Id`, `MCP-Protocol-Version`, `Accept`),
+/// is sent more than once or is not visible ASCII.
 // The error is the response to send: built once, returned once, not worth a box.
 #[allow(clippy::result_large_err)]
-fn single_header<'a, B>(
-    req: &'a hyper::Request<B>,
-    name: &str,
-) -> Result<Option<&'a str>, Response> {
-    let mut values = req.headers().get_all(name).iter();
-    let first = values.next();
-    if values.next().is_some() {
-        return Err(rpc_error(
-            400,
-            jsonrpc::INVALID_REQUEST,
-            &format!("header {name} sent more than once"),
-        ));
+fn security_headers(req: &Request) -> Result<SecurityHeaders<'_>, Response> {
+    const NAMES: [&str; 6] = [
+        "host",
+        "origin",
+        "authorization",
+        "mcp-session-id",
+        "mcp-protocol-version",
+        "accept",
+    ];
+    let mut found: [Option<&str>; 6] = [None; 6];
+    for (name, value) in req.headers() {
+        let Some(i) = NAMES.iter().position(|n| *n == name.as_str()) else {
+            continue;
+        };
+        let refuse = |why: &str| {
+            rpc_error(
+                400,
+                jsonrpc::INVALID_REQUEST,
+                &format!("header {} {why}", NAMES[i]),
+            )
+        };
+        if found[i].is_some() {
+            return Err(refuse("sent more than once"));
+        }
+        found[i] = Some(value.to_str().map_err(|_| refuse("is not visible ASCII"))?);
     }
-    match first.map(HeaderValue::to_str) {
-        None => Ok(None),
-        Some(Ok(v)) => Ok(Some(v)),
-        Some(Err(_)) => Err(rpc_error(
-            400,
-            jsonrpc::INVALID_REQUEST,
-            &format!("header {name} is not visible ASCII"),
-        )),
-    }
+    Ok(SecurityHeaders {
+        host: found[0],
+        origin: found[1],
+        authorization: found[2],
+    })
 }
 
 /// The value of a header that was checked to be single and text in `check_security`.
@@ -302,10 +320,12 @@ impl HttpGateway {
     // The error is the response to send: built once, returned once, not worth a box.
     #[allow(clippy::result_large_err)]
     fn check_security(&self, req: &Request) -> Result<(), Response> {
-        for name in ["mcp-session-id", "mcp-protocol-version", "accept"] {
-            single_header(req, name)?;
-        }
-        let host = single_header(req, "host")?.unwrap_or("");
+        let SecurityHeaders {
+            host,
+            origin,
+            authorization,
+        } = security_headers(req)?;
+        let host = host.unwrap_or("");
         if !self.host_allowed(host) {
             return Err(rpc_error(
                 403,
@@ -315,7 +335,7 @@ impl HttpGateway {
                 ),
             ));
         }
-        if let Some(origin) = single_header(req, "origin")?
+        if let Some(origin) = origin
             && !origin_allowed(origin)
         {
             return Err(rpc_error(
@@ -326,7 +346,6 @@ impl HttpGateway {
                 ),
             ));
         }
-        let authorization = single_header(req, "authorization")?;
         if let Some(token) = &self.opts.token {
             let given = authorization.map(|h| match h.split_once(' ') {
                 Some((scheme, t)) if scheme.eq_ignore_ascii_case("bearer") => t.trim(),
