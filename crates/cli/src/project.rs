@@ -98,6 +98,8 @@ impl Standalone {
         more: impl FnOnce(&mut SupervisorOptions),
     ) -> Standalone {
         let deadline = shutdown_deadline(&servers);
+        // Private, as the daemon makes it: the logs are created inside (0700 / 0600).
+        let _ = corral_supervisor::stderr::private_dir_all(&config.state_dir);
         let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
         opts.console = console;
         opts.guard = start_guard();

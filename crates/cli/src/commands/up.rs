@@ -22,11 +22,11 @@ pub async fn daemon(config: Option<&Path>) -> CmdResult {
 }
 
 async fn serve(cfg: corral_config::Config) -> CmdResult {
-    let color = std::io::stderr().is_terminal();
+    let style = output::Style::stderr();
     let opts = DaemonOptions {
         console: Some(corral_supervisor::Console::stderr()),
         on_event: Some(Box::new(move |ev, stderr_shown| {
-            eprintln!("{}", output::render_console_event(ev, color, stderr_shown))
+            eprintln!("{}", output::render_console_event(ev, style, stderr_shown))
         })),
         guard_exe: std::env::current_exe().ok(),
     };
@@ -47,8 +47,13 @@ fn announce(info: &corral_daemon::DaemonInfo) {
             );
         }
     }
+    // The token goes to a terminal only: the detached daemon's stdout is
+    // `.corral/daemon.log`, and a redirected `corral up` writes a file too.
     match &info.token {
-        Some(t) => println!("corral: bearer token {t} (stored in .corral/token)"),
+        Some(t) if std::io::stdout().is_terminal() => {
+            println!("corral: bearer token {t} (stored in .corral/token)")
+        }
+        Some(_) => println!("corral: bearer token in .corral/token (printed only on a terminal)"),
         None => println!("corral: no token required (gateway.auth = \"none\")"),
     }
     println!(
