@@ -68,7 +68,8 @@ pub fn run() -> ExitCode {
                 Failure::Op(m) | Failure::Usage(m) => m,
             };
             if !msg.is_empty() {
-                eprintln!("corral: {msg}");
+                // Messages can quote servers (their stderr tail, their errors).
+                eprintln!("corral: {}", output::Style::stderr().shown(msg));
             }
             ExitCode::from(f.code())
         }

@@ -1,12 +1,61 @@
-//! Human output: aligned columns, colors only on a terminal, and event lines.
+//! Human output: aligned columns, colors only on a terminal, and event lines. Text that
+//! comes from servers (their stderr, tool results, descriptions, error reasons) goes
+//! through [`Style::shown`] so that its escape sequences are shown on a terminal, not
+//! obeyed; files and `--json` get it as it is.
 
 use corral_events::Event;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::io::IsTerminal;
 
 /// Whether stdout gets ANSI colors.
 pub fn color_stdout() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+    Style::stdout().color
+}
+
+/// How human output goes to one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Style {
+    /// ANSI colors: a terminal, and `NO_COLOR` unset.
+    pub color: bool,
+    /// Untrusted text is escaped: a terminal.
+    pub escape: bool,
+}
+
+impl Style {
+    /// For stdout.
+    pub fn stdout() -> Style {
+        Self::for_terminal(std::io::stdout().is_terminal())
+    }
+
+    /// For stderr.
+    pub fn stderr() -> Style {
+        Self::for_terminal(std::io::stderr().is_terminal())
+    }
+
+    fn for_terminal(terminal: bool) -> Style {
+        Style {
+            color: terminal && std::env::var_os("NO_COLOR").is_none(),
+            escape: terminal,
+        }
+    }
+
+    /// Neither colored nor escaped (a file, a pipe).
+    #[cfg(test)]
+    pub const PLAIN: Style = Style {
+        color: false,
+        escape: false,
+    };
+
+    /// Untrusted `text` as it may be printed in this style: on a terminal with its
+    /// control characters shown, not obeyed ([`corral_supervisor::escape_for_terminal`]).
+    pub fn shown<'a>(&self, text: &'a str) -> Cow<'a, str> {
+        if self.escape {
+            corral_supervisor::escape_for_terminal(text)
+        } else {
+            Cow::Borrowed(text)
+        }
+    }
 }
 
 /// Rows as left-aligned columns separated by two spaces; the last column is not padded.
@@ -36,19 +85,21 @@ pub fn table(rows: &[Vec<String>]) -> String {
 }
 
 /// One event as a human line, with the stderr tail indented below it.
-pub fn render_event(ev: &Event, color: bool) -> String {
-    render(ev, color, false)
+pub fn render_event(ev: &Event, style: Style) -> String {
+    render(ev, style, false)
 }
 
 /// [`render_event`] for a console that showed the server's stderr live (`stderr_shown`):
 /// the tail is not repeated, the line says "(stderr above)" instead.
-pub fn render_console_event(ev: &Event, color: bool, stderr_shown: bool) -> String {
-    render(ev, color, stderr_shown)
+pub fn render_console_event(ev: &Event, style: Style, stderr_shown: bool) -> String {
+    render(ev, style, stderr_shown)
 }
 
-fn render(ev: &Event, color: bool, stderr_shown: bool) -> String {
+fn render(ev: &Event, style: Style, stderr_shown: bool) -> String {
+    let color = style.color;
     let time = ev.ts.get(11..19).unwrap_or(&ev.ts);
     let summary = summary(ev);
+    let summary = style.shown(&summary);
     let (on, off) = match (color, severity(&ev.kind)) {
         (false, _) => ("", ""),
         (true, 2) => ("\x1b[31m", "\x1b[0m"),
@@ -73,6 +124,7 @@ fn render(ev: &Event, color: bool, stderr_shown: bool) -> String {
             ("", "")
         };
         for line in tail.iter().filter_map(Value::as_str) {
+            let line = style.shown(line);
             out.push_str(&format!("\n    {dim}{line}{undim}"));
         }
     }
@@ -154,15 +206,41 @@ mod tests {
         let ev = Event::new("server.crashed", "server:py")
             .with("reason", "exited with code 1")
             .with("stderr_tail", vec!["Traceback", "ModuleNotFoundError: x"]);
-        let line = render_event(&ev, false);
+        let line = render_event(&ev, Style::PLAIN);
         assert!(line.contains("server.crashed"), "{line}");
         assert!(line.contains("exited with code 1"));
         assert!(line.ends_with("\n    Traceback\n    ModuleNotFoundError: x"));
-        let console = render_console_event(&ev, false, true);
+        let console = render_console_event(&ev, Style::PLAIN, true);
         assert!(
             console.ends_with("exited with code 1 (stderr above)"),
             "{console}"
         );
-        assert_eq!(render_console_event(&ev, false, false), line);
+        assert_eq!(render_console_event(&ev, Style::PLAIN, false), line);
+    }
+
+    #[test]
+    fn terminal_escapes_in_events_are_shown_escaped_on_a_terminal_and_kept_elsewhere() {
+        let ev = Event::new("server.crashed", "server:py")
+            .with("reason", "exited \x1b]0;pwned\x07")
+            .with("stderr_tail", vec!["\x1b[2Jcleared"]);
+        let terminal = Style {
+            color: true,
+            escape: true,
+        };
+        let line = render_event(&ev, terminal);
+        assert!(line.contains("exited ^[]0;pwned^G"), "{line:?}");
+        assert!(
+            line.ends_with("\n    \x1b[2m^[[2Jcleared\x1b[0m"),
+            "{line:?}"
+        );
+        assert!(
+            line.contains("\x1b[31mserver.crashed"),
+            "Corral's own colors stay: {line:?}"
+        );
+        let plain = render_event(&ev, Style::PLAIN);
+        assert!(plain.contains("exited \x1b]0;pwned\x07"), "{plain:?}");
+        assert!(plain.ends_with("\n    \x1b[2Jcleared"), "{plain:?}");
+        let noise = Event::new("server.noise", "server:py").with("line", "\x1b[31mred");
+        assert!(render_event(&noise, terminal).contains("stdout: ^[[31mred"));
     }
 }

@@ -83,6 +83,8 @@ impl Standalone {
         console: Option<Console>,
         more: impl FnOnce(&mut SupervisorOptions),
     ) -> Standalone {
+        // Private, as the daemon makes it: the logs are created inside (0700 / 0600).
+        let _ = corral_supervisor::stderr::private_dir_all(&config.state_dir);
         let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
         opts.console = console;
         for problem in opts.contain(std::env::current_exe().ok().as_deref()) {

@@ -48,7 +48,8 @@
 //! [`ServerConfig::secrets`] holds every expanded `headers` value (and the credential
 //! after a scheme word like `Bearer`), and the `env` values that came from `${…}` or
 //! whose variable name looks like a credential (`TOKEN`, `KEY`, `SECRET`, `PASS`,
-//! `AUTH`, …). [`Config::redact`] hides them in text that leaves the process.
+//! `AUTH`, …). [`Config::redact`] hides them in text that leaves the process, and
+//! [`redact::Redactor`] in a server's output, with anything shaped like a credential.
 
 mod discover;
 mod error;
@@ -57,6 +58,7 @@ pub mod itself;
 mod json_load;
 mod model;
 mod read;
+pub mod redact;
 mod resolve;
 mod suggest;
 mod template;

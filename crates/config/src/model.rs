@@ -48,8 +48,9 @@ impl Config {
         self.servers.get(name)
     }
 
-    /// `text` with every secret of every server and process replaced by `***`, for
-    /// anything that leaves the process (logs, events, error messages).
+    /// `text` with every secret of every server and process, and anything shaped like a
+    /// credential, replaced by `***`, for anything that leaves the process (logs, events,
+    /// error messages).
     pub fn redact(&self, text: &str) -> String {
         let servers = self.servers.values().flat_map(|s| &s.secrets);
         let processes = self.processes.values().flat_map(|p| &p.secrets);
@@ -145,9 +146,16 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// `text` with this server's secrets replaced by `***`.
+    /// `text` with this server's secrets and anything shaped like a credential
+    /// replaced (see [`crate::redact`]).
     pub fn redact(&self, text: &str) -> String {
         redact_with(text, &self.secrets)
+    }
+
+    /// A line-by-line redactor for one stream of this server's output (its stderr, its
+    /// stdout noise): the secrets of the config and the credential shapes.
+    pub fn redactor(&self) -> crate::redact::Redactor {
+        crate::redact::Redactor::new(&self.secrets)
     }
 }
 
@@ -243,26 +251,8 @@ pub struct ProxyConfig {
 
 pub(crate) const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:0";
 
-/// Shorter secrets are left alone: replacing every "1" or "on" in a log would destroy
-/// the log and protect nothing.
-const MIN_SECRET_LEN: usize = 4;
-
 fn redact_with<'a>(text: &str, secrets: impl IntoIterator<Item = &'a String>) -> String {
-    let mut secrets: Vec<&str> = secrets
-        .into_iter()
-        .map(String::as_str)
-        .filter(|s| s.len() >= MIN_SECRET_LEN)
-        .collect();
-    // Longest first, so "Bearer abcd" is replaced whole before its token part is.
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    secrets.dedup();
-    let mut out = text.to_owned();
-    for secret in secrets {
-        if out.contains(secret) {
-            out = out.replace(secret, "***");
-        }
-    }
-    out
+    crate::redact::Redactor::new(secrets).text(text)
 }
 
 /// `*` and `?` glob matching, iterative with single backtracking point (linear enough

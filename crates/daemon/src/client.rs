@@ -3,6 +3,7 @@
 use crate::lock::{FileLock, is_locked};
 use crate::paths::Paths;
 use crate::protocol::{Reply, Request};
+use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
@@ -117,10 +118,8 @@ pub async fn connect_or_start(
 /// Starts `exe -c config __daemon` in its own session, output to the daemon log. The
 /// process is reaped by a thread so it never lingers as a zombie of this client.
 pub fn spawn_detached(paths: &Paths, exe: &Path, config: &Path) -> Result<(), ClientError> {
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&paths.daemon_log)?;
+    // 0600: the daemon's console (servers' stderr, redacted, and events) goes there.
+    let log = corral_supervisor::stderr::open_private(&paths.daemon_log)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("-c")
         .arg(config)
@@ -137,10 +136,10 @@ pub fn spawn_detached(paths: &Paths, exe: &Path, config: &Path) -> Result<(), Cl
         });
     }
     let mut child = cmd.spawn()?;
-    std::fs::write(
-        paths.state_dir.join("daemon.spawned"),
-        child.id().to_string(),
-    )?;
+    let spawned = paths.state_dir.join("daemon.spawned");
+    let _ = std::fs::remove_file(&spawned);
+    corral_supervisor::stderr::open_private(&spawned)?
+        .write_all(child.id().to_string().as_bytes())?;
     std::thread::spawn(move || {
         let _ = child.wait();
     });

@@ -56,11 +56,18 @@ pub fn is_locked(path: &Path) -> bool {
     matches!(FileLock::try_lock(path), Ok(None))
 }
 
+/// Opens (creating it 0600; an older, wider file is made 0600) the file to lock.
 fn open(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
-        .open(path)
+        .mode(0o600)
+        .open(path)?;
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
 }

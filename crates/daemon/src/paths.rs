@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 /// The files of one project's daemon.
 #[derive(Debug, Clone)]
 pub struct Paths {
-    /// `.corral/` beside the config.
+    /// `.corral/` beside the config: 0700, and every file in it 0600.
     pub state_dir: PathBuf,
     /// The control socket (0600, in a 0700 directory).
     pub socket: PathBuf,
@@ -45,9 +45,11 @@ impl Paths {
         }
     }
 
-    /// Creates the state directory and the socket directory (0700, ours).
+    /// Creates the state directory and the socket directory (0700, ours). The state
+    /// directory is made 0700 when it exists wider (an older version, `auth = "none"`):
+    /// it holds server logs, the journal and the token, whatever the auth mode.
     pub fn prepare(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.state_dir)?;
+        corral_supervisor::stderr::private_dir_all(&self.state_dir)?;
         if let Some(dir) = self.socket.parent() {
             private_dir(dir)?;
         }

@@ -34,7 +34,7 @@ mod server;
 pub mod spawn;
 pub mod stderr;
 
-pub use console::Console;
+pub use console::{Console, escape_for_terminal};
 pub use rpc::{Notification, RpcError};
 pub use server::{
     CallError, FRAMING_MESSAGE, PING_TIMEOUT, PROTOCOL_VERSION, ServerHandle, ServerState,

@@ -521,6 +521,8 @@ struct InstanceSink {
     framing: mpsc::UnboundedSender<()>,
     notes: mpsc::UnboundedSender<Notification>,
     noise_count: AtomicU64,
+    /// Stdout's own redactor: noise lines are redacted before the log and the event.
+    redactor: Mutex<corral_config::redact::Redactor>,
 }
 
 /// Noise events beyond this many per instance are sampled (1 in 1000).
@@ -528,6 +530,8 @@ const NOISE_EVENTS: u64 = 100;
 
 impl StdoutSink for InstanceSink {
     fn noise(&self, line: &str) {
+        let mut redactor = self.redactor.lock().unwrap();
+        let line: &str = &redactor.line(line);
         if let Some(log) = self.shared.log.lock().unwrap().as_mut() {
             log.write_line("[stdout noise] ", line);
             log.flush();
@@ -796,6 +800,7 @@ impl Actor {
                 ring: ring.clone(),
                 log: shared.log.clone(),
                 console: shared.console.clone(),
+                redactor: cfg.redactor(),
             },
         ));
         let (framing_tx, mut framing_rx) = mpsc::unbounded_channel();
@@ -805,6 +810,7 @@ impl Actor {
             framing: framing_tx,
             notes: notes_tx,
             noise_count: AtomicU64::new(0),
+            redactor: Mutex::new(cfg.redactor()),
         });
         let conn = Connection::start(
             child.stdin.take().expect("stdin piped"),
@@ -834,7 +840,8 @@ impl Actor {
                     return self.start_failed(&mut child, &conn, &mut drain, pid, reason, status).await;
                 }
                 Ok(Err(e)) if !matches!(e, RpcError::Timeout { .. }) => {
-                    let reason = format!("initialize failed: {e}");
+                    // The error can quote the server (its JSON-RPC error message).
+                    let reason = cfg.redact(&format!("initialize failed: {e}"));
                     return self.start_failed(&mut child, &conn, &mut drain, pid, reason, None).await;
                 }
                 Ok(Err(_)) | Err(_) => {
@@ -1293,9 +1300,12 @@ async fn refresh_tools(shared: Arc<Shared>, conn: Arc<Connection>) {
         Ok(t) => t,
         Err(e) => {
             shared.emit(
-                shared
-                    .event("server.noise")
-                    .with("line", format!("tools/list after list_changed failed: {e}")),
+                shared.event("server.noise").with(
+                    "line",
+                    shared
+                        .cfg
+                        .redact(&format!("tools/list after list_changed failed: {e}")),
+                ),
             );
             return;
         }

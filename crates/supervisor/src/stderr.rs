@@ -6,9 +6,18 @@
 //! console drops lines (and says so) rather than block when the terminal is slow. A child
 //! writing a gigabyte to stderr therefore never blocks on its pipe, and our memory stays
 //! bounded whatever it writes.
+//!
+//! Every line goes through the server's [`Redactor`] first (one per stream, since a
+//! private key block spans lines), so its secrets and anything shaped like a credential
+//! never reach the ring (events, error messages, the `server_logs` tool), the log file
+//! or the console.
+//!
+//! Log files are private: created 0600 (an existing one is made so) in directories
+//! created 0700, whatever the process's umask, as their rotated `.1` copies are.
 
 use crate::console::Console;
 use crate::lines::LineSplitter;
+use corral_config::redact::Redactor;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -73,12 +82,13 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    /// Opens (creating directories as needed) a log at `path`.
+    /// Opens (creating directories as needed, 0700) a log at `path`, readable by its
+    /// owner only.
     pub fn open(path: &Path, limit: u64) -> io::Result<LogFile> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            private_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let file = open_private(path)?;
         let size = file.metadata()?.len();
         Ok(LogFile {
             path: path.to_owned(),
@@ -121,14 +131,41 @@ impl LogFile {
         self.flush();
         self.file = None;
         let _ = std::fs::rename(&self.path, &old);
-        self.file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
+        self.file = open_private(&self.path)
             .ok()
             .map(|f| BufWriter::with_capacity(64 * 1024, f));
         self.size = 0;
     }
+}
+
+/// Opens `path` for appending, creating it 0600; an existing file that others could read
+/// (left by an older version) is made 0600 too.
+pub fn open_private(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
+/// Creates `dir` and its missing parents 0700; an existing `dir` (not its parents) that
+/// others could enter is made 0700.
+pub fn private_dir_all(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    let mode = std::fs::metadata(dir)?.permissions().mode();
+    if mode & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
 }
 
 /// The log file of server `name` in `log_dir`.
@@ -207,6 +244,8 @@ pub struct StderrSinks {
     pub log: SharedLog,
     /// `None` when the server is `quiet`.
     pub console: Option<Console>,
+    /// This stream's redactor ([`corral_config::ServerConfig::redactor`]).
+    pub redactor: Redactor,
 }
 
 /// Reads `stderr` to EOF, splitting lines and feeding every sink. Returns at EOF or on a
@@ -215,7 +254,12 @@ pub async fn drain(mut stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
     let mut splitter = LineSplitter::new(MAX_LINE);
     let mut buf = vec![0u8; 64 * 1024];
     let prefix = format!("[server:{}] ", sinks.name);
-    let deliver = |line: String| {
+    let mut redactor = sinks.redactor.clone();
+    let mut deliver = |line: String| {
+        let line = match redactor.line(&line) {
+            std::borrow::Cow::Borrowed(_) => line,
+            std::borrow::Cow::Owned(redacted) => redacted,
+        };
         if let Some(log) = sinks.log.lock().unwrap().as_mut() {
             log.write_line("", &line);
         }
@@ -228,7 +272,7 @@ pub async fn drain(mut stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
         match stderr.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
-                splitter.push(&buf[..n], deliver);
+                splitter.push(&buf[..n], &mut deliver);
                 // One write per read, not per line; the log is current after each read.
                 if let Some(log) = sinks.log.lock().unwrap().as_mut() {
                     log.flush();
@@ -236,7 +280,7 @@ pub async fn drain(mut stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
             }
         }
     }
-    splitter.finish(deliver);
+    splitter.finish(&mut deliver);
     if let Some(log) = sinks.log.lock().unwrap().as_mut() {
         log.flush();
     }
@@ -306,9 +350,66 @@ mod tests {
             ring: ring.clone(),
             log: Arc::new(Mutex::new(None)),
             console: None,
+            redactor: Redactor::default(),
         };
         let input: &[u8] = b"first\r\nsecond\nthird";
         drain(input, sinks).await;
         assert_eq!(ring.tail(10), ["first", "second", "third"]);
+    }
+
+    #[tokio::test]
+    async fn the_drain_redacts_every_line_before_the_ring_and_the_log() {
+        let dir = std::env::temp_dir().join(format!("corral-redact-drain-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = log_path(&dir, "a");
+        let log: SharedLog = Arc::new(Mutex::new(Some(LogFile::open(&path, 1 << 20).unwrap())));
+        let ring = StderrRing::default();
+        let secret = "cfg-secret-1234".to_owned();
+        let sinks = StderrSinks {
+            name: "a".into(),
+            ring: ring.clone(),
+            log: log.clone(),
+            console: None,
+            redactor: Redactor::new([&secret]),
+        };
+        let input: &[u8] = b"key cfg-secret-1234\n-----BEGIN PRIVATE KEY-----\nMIIEbody\n\
+            -----END PRIVATE KEY-----\ntoken ghp_0123456789abcdefghijABCDEFGHIJ012345";
+        drain(input, sinks).await;
+        let want = [
+            "key ***",
+            "-----BEGIN PRIVATE KEY-----",
+            "***",
+            "-----END PRIVATE KEY-----",
+            "token ghp_***",
+        ];
+        assert_eq!(ring.tail(10), want);
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            want.join("\n") + "\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn log_files_and_their_rotations_are_private() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("corral-log-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let path = dir.join("logs/a.log");
+        let mut log = LogFile::open(&path, 20).unwrap();
+        for i in 0..10 {
+            log.write_line("", &format!("line {i:04}"));
+        }
+        log.flush();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(&dir.join("logs")), 0o700);
+        assert_eq!(mode(&path), 0o600);
+        assert_eq!(mode(&dir.join("logs/a.log.1")), 0o600);
+        // An older, world-readable log is made private when opened.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        drop(LogFile::open(&path, 20).unwrap());
+        assert_eq!(mode(&path), 0o600);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -178,6 +178,8 @@ fn candidates(cfg: &Config, server: Option<&str>, tool: &str) -> Vec<corral_conf
 fn print_result(what: &str, raw: &str, json: bool) -> CmdResult {
     let v: Value = serde_json::from_str(raw).unwrap_or(Value::Null);
     let is_error = v.get("isError").and_then(Value::as_bool).unwrap_or(false);
+    // Tool results come from the servers: escaped on a terminal, as they are elsewhere.
+    let style = crate::output::Style::stdout();
     if json {
         println!("{raw}");
     } else {
@@ -187,13 +189,13 @@ fn print_result(what: &str, raw: &str, json: bool) -> CmdResult {
             .into_iter()
             .flatten()
         {
-            println!("{}", render_content(item));
+            println!("{}", style.shown(&render_content(item)));
         }
         if let Some(sc) = v
             .get("structuredContent")
             .filter(|_| v.get("content").is_none())
         {
-            println!("{sc}");
+            println!("{}", style.shown(&sc.to_string()));
         }
     }
     if is_error {

@@ -49,7 +49,9 @@ pub async fn ps(config: Option<&Path>, json: bool) -> CmdResult {
             s["uptime_s"].as_u64().map_or("-".into(), human_duration),
             s["restarts"].to_string(),
             s["tools"].to_string(),
-            s["last_error"].as_str().unwrap_or("").to_owned(),
+            output::Style::stdout()
+                .shown(s["last_error"].as_str().unwrap_or(""))
+                .into_owned(),
         ]);
     }
     print!("{}", output::table(&rows));
@@ -85,6 +87,7 @@ pub async fn logs(
         Err(e) => return Err(Failure::Op(e.to_string())),
     };
     let mut reader = tokio::io::BufReader::new(stream).lines();
+    let style = output::Style::stdout();
     let work = async {
         while let Ok(Some(line)) = reader.next_line().await {
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
@@ -99,7 +102,7 @@ pub async fn logs(
             if json {
                 println!("{line}");
             } else {
-                println!("{}", v["line"].as_str().unwrap_or(""));
+                println!("{}", style.shown(v["line"].as_str().unwrap_or("")));
             }
         }
         Ok(())
@@ -132,11 +135,12 @@ async fn logs_from_file(
         if follow { "following" } else { "from" },
         path.display()
     );
+    let style = output::Style::stdout();
     let print = |line: &str| {
         if json {
             println!("{}", serde_json::json!({ "line": line }));
         } else {
-            println!("{line}");
+            println!("{}", style.shown(line));
         }
     };
     // Taken before reading the tail, so no line falls between the two.

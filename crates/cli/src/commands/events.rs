@@ -17,12 +17,12 @@ pub async fn run(
     standalone: bool,
 ) -> CmdResult {
     let cfg = project::load(config)?;
-    let color = output::color_stdout();
+    let style = output::Style::stdout();
     let show = |ev: Event| {
         if json {
             println!("{}", ev.to_json_line());
         } else {
-            println!("{}", output::render_event(&ev, color));
+            println!("{}", output::render_event(&ev, style));
         }
     };
     if !standalone {

@@ -151,12 +151,16 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         .filter(|s| !s.quiet)
         .map(|s| format!("server:{}", s.name))
         .collect();
+    let style = output::Style {
+        color: false,
+        ..output::Style::stderr()
+    };
     tokio::spawn(async move {
         loop {
             match events.recv().await {
                 Ok(ev) if ev.kind != "server.noise" => {
                     let shown = live.contains(&ev.source);
-                    eprintln!("{}", output::render_console_event(&ev, false, shown))
+                    eprintln!("{}", output::render_console_event(&ev, style, shown))
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}
                 Err(RecvError::Closed) => return,

@@ -87,9 +87,13 @@ fn row(tool: &Value) -> Vec<String> {
         .lines()
         .next()
         .unwrap_or("");
+    // Names and descriptions come from the servers.
+    let style = output::Style::stdout();
     vec![
-        tool["name"].as_str().unwrap_or("").to_owned(),
-        desc.to_owned(),
+        style
+            .shown(tool["name"].as_str().unwrap_or(""))
+            .into_owned(),
+        style.shown(desc).into_owned(),
     ]
 }
 

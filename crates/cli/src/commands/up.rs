@@ -3,7 +3,6 @@
 use crate::project::{self, paths};
 use crate::{CmdResult, Failure, output};
 use corral_daemon::{DaemonError, DaemonOptions, Request};
-use std::io::IsTerminal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,7 @@ pub async fn daemon(config: Option<&Path>) -> CmdResult {
         on_event: None,
         guard_exe: std::env::current_exe().ok(),
     };
-    corral_daemon::run(cfg, opts, announce, project::interrupted())
+    corral_daemon::run(cfg, opts, |i| announce(i, true), project::interrupted())
         .await
         .map_err(|e: DaemonError| Failure::Op(e.to_string()))
 }
@@ -70,20 +69,20 @@ fn rotate_own_output(log: &Path) -> std::io::Result<()> {
 }
 
 async fn serve(cfg: corral_config::Config) -> CmdResult {
-    let color = std::io::stderr().is_terminal();
+    let style = output::Style::stderr();
     let opts = DaemonOptions {
         console: Some(corral_supervisor::Console::stderr()),
         on_event: Some(Box::new(move |ev, stderr_shown| {
-            eprintln!("{}", output::render_console_event(ev, color, stderr_shown))
+            eprintln!("{}", output::render_console_event(ev, style, stderr_shown))
         })),
         guard_exe: std::env::current_exe().ok(),
     };
-    corral_daemon::run(cfg, opts, announce, project::interrupted())
+    corral_daemon::run(cfg, opts, |i| announce(i, false), project::interrupted())
         .await
         .map_err(|e: DaemonError| Failure::Op(e.to_string()))
 }
 
-fn announce(info: &corral_daemon::DaemonInfo) {
+fn announce(info: &corral_daemon::DaemonInfo, detached: bool) {
     // The first line is the one scripts read: where the endpoint is.
     match (&info.endpoint, &info.http_error) {
         (Some(endpoint), _) => println!("corral: MCP endpoint {endpoint}"),
@@ -98,7 +97,10 @@ fn announce(info: &corral_daemon::DaemonInfo) {
     for w in &info.warnings {
         eprintln!("corral: warning: {w}");
     }
+    // The foreground `up` prints the token for its user (scripts read this line); the
+    // detached daemon's stdout is `.corral/daemon.log`, which never holds it.
     match &info.token {
+        Some(_) if detached => println!("corral: bearer token in .corral/token"),
         Some(t) => println!("corral: bearer token {t} (stored in .corral/token)"),
         None => println!("corral: no token required (gateway.auth = \"none\")"),
     }
