@@ -294,6 +294,27 @@ impl Hub {
         self.refresh();
     }
 
+    /// Waits for the servers still starting that may serve the tool `name`. A prefixed
+    /// name names its server: only that one is waited for, so a call to a server that is
+    /// ready (but not yet in the catalog) is not held up for the whole startup timeout of
+    /// another server that hangs in its start-up. Bare names may be anyone's: all of them.
+    pub(crate) async fn await_starting_for_tool(&self, name: &str) {
+        let servers = self.servers();
+        let own = match self.opts.tool_prefix {
+            ToolPrefix::Always => name
+                .split_once(crate::naming::SEP)
+                .and_then(|(server, _)| servers.get(server)),
+            ToolPrefix::Never => None,
+        };
+        let Some(h) = own else {
+            return self.await_starting().await;
+        };
+        if h.state() == ServerState::Starting {
+            let _ = h.wait_ready(h.config().startup_timeout).await;
+        }
+        self.refresh();
+    }
+
     /// Rebuilds the catalog if any server changed state or tools since it was built
     /// (the event watcher does this too, but a request must not see a stale list).
     pub(crate) fn refresh(&self) {

@@ -374,7 +374,7 @@ impl Session {
         if !catalog.routes.contains_key(name) {
             // Its server may still be starting, or just became ready and the catalog
             // is not rebuilt yet: wait (bounded; this refreshes the catalog), look again.
-            self.hub.await_starting().await;
+            self.hub.await_starting_for_tool(name).await;
             catalog = self.hub.catalog();
         }
         let (server, tool) = match catalog.routes.get(name) {
