@@ -100,3 +100,22 @@ fn a_taken_listen_port_costs_http_only_and_stdio_agents_keep_their_tools() {
             .contains("\"gateway.listen_failed\"")
     );
 }
+
+#[test]
+fn up_survives_whoever_started_it_no_longer_reading_its_stdout() {
+    let p = Project::new(CFG);
+    let _down = Down(&p);
+    // `corral up | true`: the pipe is closed before `up` writes its first line.
+    let mut up = p
+        .cmd(&["up"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(up.stdout.take());
+    wait_until("the daemon answers", || p.run(&["ps", "--json"]).code() == 0);
+    let mut agent = McpClient::bridge(&p);
+    let r = agent.call("fx__echo", json!({"text": "still serving"}));
+    assert_eq!(common::mcp::text(&r), "still serving");
+    assert!(up.try_wait().unwrap().is_none(), "corral up died");
+}

@@ -212,7 +212,9 @@ impl AcceptBackoff {
         }
         let delay = self.delay.map_or(Self::FIRST, |d| (d * 2).min(Self::MAX));
         if self.delay.is_none() {
-            eprintln!(
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
                 "corral: cannot accept {} connections ({e}); backing off until it can",
                 self.what
             );

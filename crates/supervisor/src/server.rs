@@ -512,7 +512,8 @@ impl ServerHandle {
 }
 
 fn tracing_warn(msg: &str) {
-    eprintln!("corral: warning: {msg}");
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "corral: warning: {msg}");
 }
 
 /// Feeds stdout noise and notifications of one instance to the right places.

@@ -4,6 +4,21 @@ use crate::project::{self, paths};
 use crate::{CmdResult, Failure, output};
 use corral_daemon::{DaemonError, DaemonOptions, Request};
 use std::path::Path;
+
+/// A line on stdout / stderr that never panics: a daemon must not die because whoever
+/// started it stopped reading (`corral up | head -1`) or closed its stderr.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+macro_rules! tell {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 use std::time::{Duration, Instant};
 
 /// Foreground daemon with a live console.
@@ -42,7 +57,7 @@ async fn keep_small(log: std::path::PathBuf) {
             .is_ok_and(|m| m.len() >= corral_supervisor::stderr::LOG_ROTATE_BYTES)
             && let Err(e) = rotate_own_output(&log)
         {
-            eprintln!("corral: cannot rotate {}: {e}", log.display());
+            tell!("corral: cannot rotate {}: {e}", log.display());
         }
     }
 }
@@ -73,7 +88,7 @@ async fn serve(cfg: corral_config::Config) -> CmdResult {
     let opts = DaemonOptions {
         console: Some(corral_supervisor::Console::stderr()),
         on_event: Some(Box::new(move |ev, stderr_shown| {
-            eprintln!("{}", output::render_console_event(ev, style, stderr_shown))
+            tell!("{}", output::render_console_event(ev, style, stderr_shown))
         })),
         guard_exe: std::env::current_exe().ok(),
     };
@@ -85,26 +100,26 @@ async fn serve(cfg: corral_config::Config) -> CmdResult {
 fn announce(info: &corral_daemon::DaemonInfo, detached: bool) {
     // The first line is the one scripts read: where the endpoint is.
     match (&info.endpoint, &info.http_error) {
-        (Some(endpoint), _) => println!("corral: MCP endpoint {endpoint}"),
+        (Some(endpoint), _) => say!("corral: MCP endpoint {endpoint}"),
         (None, why) => {
-            println!("corral: no HTTP endpoint");
-            eprintln!(
+            say!("corral: no HTTP endpoint");
+            tell!(
                 "corral: warning: {}",
                 why.as_deref().unwrap_or("not listening")
             );
         }
     }
     for w in &info.warnings {
-        eprintln!("corral: warning: {w}");
+        tell!("corral: warning: {w}");
     }
     // The foreground `up` prints the token for its user (scripts read this line); the
     // detached daemon's stdout is `.corral/daemon.log`, which never holds it.
     match &info.token {
-        Some(_) if detached => println!("corral: bearer token in .corral/token"),
-        Some(t) => println!("corral: bearer token {t} (stored in .corral/token)"),
-        None => println!("corral: no token required (gateway.auth = \"none\")"),
+        Some(_) if detached => say!("corral: bearer token in .corral/token"),
+        Some(t) => say!("corral: bearer token {t} (stored in .corral/token)"),
+        None => say!("corral: no token required (gateway.auth = \"none\")"),
     }
-    println!(
+    say!(
         "corral: daemon pid {}, control socket {}",
         info.pid,
         info.socket.display()
