@@ -119,8 +119,8 @@ fn a_secret_printed_by_a_server_never_reaches_logs_events_or_tools() {
     let daemon_log = read(&p.dir.join(".corral/daemon.log"));
     assert_clean("daemon.log", &daemon_log);
     assert!(
-        daemon_log.contains("[server:leaky] token ghp_***"),
-        "the console echo went to daemon.log: {daemon_log}"
+        !daemon_log.contains("[server:leaky]"),
+        "daemon.log is not a copy of the servers' stderr: {daemon_log}"
     );
     assert_clean("the failure message", &crash.stderr());
 
