@@ -162,6 +162,7 @@ impl CallError {
 fn rpc_message(server: &str, e: &RpcError) -> String {
     match e {
         RpcError::Closed(reason) => reason.to_string(),
+        RpcError::Unreadable(what) => format!("server '{server}' {what}"),
         other => format!("server '{server}': {other}"),
     }
 }
