@@ -488,11 +488,10 @@ async fn read_loop(
             }
             Ok(LineRead::Line) => {}
         }
-        let text = trim_line_end(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
+        if trim_line_end(&line).iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        dispatch(&conn, text, &*sink);
+        dispatch(&conn, &mut line, &*sink);
     }
 }
 
@@ -562,9 +561,42 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+/// Handles one stdout line. An answer to one of our requests is delivered after the
+/// line's buffer is given back if it was large, so a big result is not held twice while
+/// its caller builds on it.
+fn dispatch(conn: &Connection, line: &mut Vec<u8>, sink: &dyn StdoutSink) {
+    let Some((id, reply)) = handle_line(conn, trim_line_end(line), sink) else {
+        return;
+    };
+    if line.capacity() > KEEP_BUFFER {
+        *line = Vec::new();
+    }
+    if !conn.deliver(id, reply) {
+        stray_answer(conn, &id.to_string());
+    }
+}
+
+/// An answer that matches no request in flight: if it has an id we never sent, it
+/// fails the one request in flight (when there is exactly one); an answer to a request
+/// we already gave up on is dropped silently.
+fn stray_answer(conn: &Connection, raw_id: &str) {
+    if let Some(only) = conn.sole_pending_for_stray(raw_id) {
+        conn.deliver(
+            only,
+            Err(RpcError::Unreadable(format!(
+                "sent an answer with id {}, which matches no request in flight (the one \
+                 in flight has id {only})",
+                display_line(raw_id.as_bytes())
+            ))),
+        );
+    }
+}
+
+/// Handles one line; an answer with a numeric id is returned for [`dispatch`] to deliver.
+fn handle_line(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) -> Option<(u64, Reply)> {
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return not_json(conn, text, sink);
+        not_json(conn, text, sink);
+        return None;
     }
     // One UTF-8 check of the whole line, instead of one per string and per raw value;
     // bad bytes somewhere (say, in a member we ignore) are `from_slice`'s to judge.
@@ -574,7 +606,10 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
     };
     let env: Envelope<'_> = match parsed {
         Ok(env) => env,
-        Err(_) => return unreadable(conn, text, sink),
+        Err(_) => {
+            unreadable(conn, text, sink);
+            return None;
+        }
     };
     match (env.method, env.id) {
         (None, Some(raw)) => {
@@ -591,24 +626,12 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
                     detail: "response has neither result nor error".into(),
                 }),
             };
-            if id.is_some_and(|id| conn.deliver(id, reply)) {
-                return;
+            if let Some(id) = id {
+                // Delivered by the caller, once the line is out of the way.
+                return Some((id, reply));
             }
-            // An answer to a request we already gave up on is dropped silently; one
-            // with an id we never sent fails the request in flight if there is one.
-            if let Some(only) = conn.sole_pending_for_stray(raw.get()) {
-                conn.deliver(
-                    only,
-                    Err(RpcError::Unreadable(format!(
-                        "sent an answer with id {}, which matches no request in flight \
-                         (the one in flight has id {only})",
-                        display_line(raw.get().as_bytes())
-                    ))),
-                );
-            }
-            if id.is_none() {
-                sink.noise(&display_line(text));
-            }
+            stray_answer(conn, raw.get());
+            sink.noise(&display_line(text));
         }
         (Some(method), Some(id)) if method == "ping" => answer_server_request(conn, &method, id),
         (Some(method), Some(id)) => {
@@ -632,6 +655,7 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
         }),
         (None, None) => sink.noise(&display_line(text)),
     }
+    None
 }
 
 /// Requests from the server that nobody takes: `ping` is answered, everything else is
@@ -834,8 +858,11 @@ mod tests {
         assert!(rec.noise.lock().unwrap().is_empty());
     }
 
+    /// Builds a peer's answer line to request `id`.
+    type Answer = fn(u64) -> Vec<u8>;
+
     /// A peer that answers every request with `answer(id)`.
-    fn bad_peer(answer: fn(u64) -> Vec<u8>) -> (Arc<Connection>, Arc<Recorder>) {
+    fn bad_peer(answer: Answer) -> (Arc<Connection>, Arc<Recorder>) {
         let (client_w, server_r) = tokio::io::duplex(1 << 16);
         let (mut server_w, client_r) = tokio::io::duplex(1 << 16);
         tokio::spawn(async move {
@@ -855,7 +882,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_unreadable_answer_fails_its_request_at_once_with_the_reason() {
-        let cases: [(fn(u64) -> Vec<u8>, &str); 3] = [
+        let cases: [(Answer, &str); 3] = [
             (
                 |id| {
                     format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"a\":}}}}\n")
