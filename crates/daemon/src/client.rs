@@ -8,7 +8,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 
 /// How long a client waits for a daemon it started to open its socket.
@@ -52,11 +52,27 @@ pub async fn request(paths: &Paths, req: &Request) -> Result<Reply, ClientError>
     line.push('\n');
     write.write_all(line.as_bytes()).await?;
     let mut reader = BufReader::new(read);
-    let mut reply = String::new();
-    if reader.read_line(&mut reply).await? == 0 {
-        return Err(ClientError::NoReply);
+    let reply = read_reply(&mut reader).await?;
+    serde_json::from_slice(reply.trim_ascii())
+        .map_err(|_| ClientError::BadReply(String::from_utf8_lossy(&reply).into_owned()))
+}
+
+/// Reads one reply line from the daemon, at most [`MAX_REPLY`](crate::protocol::MAX_REPLY)
+/// bytes of it (a longer one is discarded as it streams and is an error).
+pub async fn read_reply(
+    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
+) -> Result<Vec<u8>, ClientError> {
+    use corral_supervisor::lines::{LineRead, read_line_bounded};
+    let max = crate::protocol::MAX_REPLY;
+    let mut line = Vec::new();
+    match read_line_bounded(reader, &mut line, max).await? {
+        LineRead::Line => Ok(line),
+        LineRead::Eof => Err(ClientError::NoReply),
+        LineRead::TooLong { len } => Err(ClientError::BadReply(format!(
+            "a reply of {len} bytes, over the {} MiB limit",
+            max >> 20
+        ))),
     }
-    serde_json::from_str(reply.trim()).map_err(|_| ClientError::BadReply(reply))
 }
 
 /// Opens a streaming request (events, logs, mcp): returns the connection after sending

@@ -6,6 +6,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// Longest request line the daemon reads on its control socket; a longer one is
+/// discarded as it streams and answered with an error.
+pub const MAX_REQUEST: usize = 1024 * 1024;
+
+/// Longest reply line a client reads from the daemon (a tool list or a tool result can
+/// be large; a reply past this is refused, not buffered).
+pub const MAX_REPLY: usize = 64 * 1024 * 1024;
+
 /// What a client asks of the daemon.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "op", rename_all = "snake_case")]

@@ -10,6 +10,7 @@ use corral_gateway::builtin::server_row;
 use corral_gateway::catalog::{Lookup, Route};
 use corral_gateway::http::{HttpGateway, HttpOptions};
 use corral_gateway::{GatewayOptions, Hub};
+use corral_supervisor::lines::{LineRead, read_line_bounded};
 use corral_supervisor::{Console, NotificationHook, ServerHandle, Supervisor, SupervisorOptions};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -19,7 +20,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, UnixListener, UnixStream};
 use tokio::sync::{broadcast, watch};
 
@@ -417,11 +418,22 @@ pub fn load_or_create_token(state_dir: &Path) -> Result<String, DaemonError> {
 async fn serve_client(state: Arc<State>, stream: UnixStream) {
     let (read, mut write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let mut line = String::new();
-    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-        return;
+    let mut line = Vec::new();
+    match read_line_bounded(&mut reader, &mut line, crate::protocol::MAX_REQUEST).await {
+        Ok(LineRead::Line) => {}
+        Ok(LineRead::TooLong { len }) => {
+            let msg = format!(
+                "bad request: a control request of {len} bytes is over the {} KiB limit \
+                 (one JSON request per line; larger tool arguments go through `corral mcp` or \
+                 `corral call --standalone`)",
+                crate::protocol::MAX_REQUEST >> 10
+            );
+            let _ = write.write_all(Reply::err(msg).line().as_bytes()).await;
+            return;
+        }
+        Ok(LineRead::Eof) | Err(_) => return,
     }
-    let request: Request = match serde_json::from_str(line.trim()) {
+    let request: Request = match serde_json::from_slice(line.trim_ascii()) {
         Ok(r) => r,
         Err(e) => {
             let _ = write

@@ -26,13 +26,14 @@ use crate::hub::{Hub, Outbound};
 use crate::jsonrpc::{self, Envelope};
 use crate::session::{PROTOCOL_VERSIONS, Session};
 use bytes::Bytes;
+use corral_events::Event;
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, StatusCode};
 use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
@@ -44,8 +45,15 @@ type Response = hyper::Response<Body>;
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
-/// Messages kept for a session while it has no GET stream open.
+/// Messages kept for a session while it has no GET stream open (at most
+/// [`STREAM_LIMIT`] bytes of them; the oldest go first).
 const BACKLOG: usize = 1000;
+
+/// Bytes a session's GET stream may hold unread (sent to the client's connection and not
+/// yet written to it). A client that stops reading its stream while messages keep coming
+/// has the stream ended at this limit (`agent.dropped`); what follows waits in the
+/// backlog for its next GET. A single message of any size always fits an empty stream.
+pub const STREAM_LIMIT: usize = 32 * 1024 * 1024;
 
 /// How the endpoint authenticates and which hosts it answers to.
 #[derive(Debug, Clone)]
@@ -179,15 +187,72 @@ fn with_session_id(r: Response, session_id: Option<&str>) -> Response {
 struct Streams {
     /// Open POST replies waiting for messages related to their request, by raw id.
     per_request: crate::FastMap<String, mpsc::UnboundedSender<Vec<u8>>>,
-    /// The GET stream, if open.
-    general: Option<mpsc::UnboundedSender<Bytes>>,
+    /// The GET stream, if open, and the bytes it holds unread.
+    general: Option<(mpsc::UnboundedSender<Bytes>, Arc<AtomicUsize>)>,
     /// What arrived while no GET stream was open.
     backlog: VecDeque<Vec<u8>>,
+    backlog_bytes: usize,
     next_event: u64,
+    /// The session these streams belong to, for events.
+    session: u64,
+}
+
+impl Streams {
+    fn push_backlog(&mut self, message: Vec<u8>) {
+        self.backlog_bytes += message.len();
+        self.backlog.push_back(message);
+        while self.backlog.len() > BACKLOG
+            || (self.backlog_bytes > STREAM_LIMIT && self.backlog.len() > 1)
+        {
+            if let Some(old) = self.backlog.pop_front() {
+                self.backlog_bytes -= old.len();
+            }
+        }
+    }
 }
 
 struct HttpOutbound {
     streams: Mutex<Streams>,
+    hub: std::sync::Weak<Hub>,
+}
+
+/// An SSE event on a GET stream, counted in its stream's unread bytes until the HTTP
+/// layer has written it (and drops it).
+struct Counted {
+    event: Vec<u8>,
+    unread: Arc<AtomicUsize>,
+}
+
+impl AsRef<[u8]> for Counted {
+    fn as_ref(&self) -> &[u8] {
+        &self.event
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.unread.fetch_sub(self.event.len(), Ordering::Relaxed);
+    }
+}
+
+/// Queues `event` on a GET stream; `false` (and nothing queued) when the stream would
+/// hold more than [`STREAM_LIMIT`] unread bytes, or is closed.
+fn send_counted(
+    tx: &mpsc::UnboundedSender<Bytes>,
+    unread: &Arc<AtomicUsize>,
+    event: Vec<u8>,
+) -> bool {
+    let len = event.len();
+    let before = unread.fetch_add(len, Ordering::Relaxed);
+    if before > 0 && before + len > STREAM_LIMIT {
+        unread.fetch_sub(len, Ordering::Relaxed);
+        return false;
+    }
+    let counted = Counted {
+        event,
+        unread: unread.clone(),
+    };
+    tx.send(Bytes::from_owner(counted)).is_ok()
 }
 
 impl Outbound for HttpOutbound {
@@ -200,20 +265,44 @@ impl Outbound for HttpOutbound {
         }
         s.next_event += 1;
         let id = s.next_event;
-        if let Some(tx) = &s.general
-            && tx.send(sse_event(&message, Some(id))).is_ok()
-        {
-            return;
+        if let Some((tx, unread)) = &s.general {
+            if send_counted(tx, unread, sse_event_vec(&message, Some(id))) {
+                return;
+            }
+            if !tx.is_closed() {
+                // Open but not read: end the stream rather than buffer for it.
+                let unread = unread.load(Ordering::Relaxed) as u64;
+                if let Some(hub) = self.hub.upgrade() {
+                    hub.emit(
+                        Event::new("agent.dropped", "corral")
+                            .with("session", s.session)
+                            .with("transport", "http")
+                            .with("stream", "GET")
+                            .with(
+                                "reason",
+                                format!(
+                                    "the client did not read its GET stream: over {} MiB \
+                                     unread; the stream was ended, later messages wait for \
+                                     the next GET",
+                                    STREAM_LIMIT >> 20
+                                ),
+                            )
+                            .with("unread_bytes", unread)
+                            .with("limit_bytes", STREAM_LIMIT as u64),
+                    );
+                }
+            }
         }
         s.general = None;
-        if s.backlog.len() == BACKLOG {
-            s.backlog.pop_front();
-        }
-        s.backlog.push_back(message);
+        s.push_backlog(message);
     }
 }
 
 fn sse_event(message: &[u8], id: Option<u64>) -> Bytes {
+    Bytes::from(sse_event_vec(message, id))
+}
+
+fn sse_event_vec(message: &[u8], id: Option<u64>) -> Vec<u8> {
     let mut out = Vec::with_capacity(message.len() + 32);
     if let Some(id) = id {
         out.extend_from_slice(format!("id: {id}\n").as_bytes());
@@ -221,7 +310,7 @@ fn sse_event(message: &[u8], id: Option<u64>) -> Bytes {
     out.extend_from_slice(b"event: message\ndata: ");
     out.extend_from_slice(message);
     out.extend_from_slice(b"\n\n");
-    Bytes::from(out)
+    out
 }
 
 struct HttpSession {
@@ -485,12 +574,12 @@ impl HttpGateway {
         let key = request.id.get().to_owned();
         let (related_tx, mut related_rx) = mpsc::unbounded_channel::<Vec<u8>>();
         if accepts_sse {
-            hs.out
-                .streams
-                .lock()
-                .unwrap()
-                .per_request
-                .insert(key.clone(), related_tx);
+            let mut streams = hs.out.streams.lock().unwrap();
+            if streams.per_request.contains_key(&key) {
+                // Its first request goes on; this one is refused, not lost.
+                return json_reply(new_id, Some(crate::session::duplicate_id(&request.id)));
+            }
+            streams.per_request.insert(key.clone(), related_tx);
         }
         // The request runs right here, in this connection's task: no extra task, no
         // hand-off to another worker for the common case of a plain JSON reply.
@@ -552,8 +641,10 @@ impl HttpGateway {
     fn new_session(&self) -> (String, Arc<HttpSession>) {
         let out = Arc::new(HttpOutbound {
             streams: Mutex::new(Streams::default()),
+            hub: Arc::downgrade(&self.hub),
         });
         let session = self.hub.open_session(out.clone(), "http");
+        out.streams.lock().unwrap().session = session.id();
         let hs = Arc::new(HttpSession {
             session,
             out,
@@ -582,11 +673,13 @@ impl HttpGateway {
             let mut s = hs.out.streams.lock().unwrap();
             // A comment first, so the client sees the stream open at once.
             let _ = tx.send(Bytes::from_static(b": corral event stream\n\n"));
+            let unread = Arc::new(AtomicUsize::new(0));
+            s.backlog_bytes = 0;
             while let Some(m) = s.backlog.pop_front() {
                 s.next_event += 1;
-                let _ = tx.send(sse_event(&m, Some(s.next_event)));
+                let _ = send_counted(&tx, &unread, sse_event_vec(&m, Some(s.next_event)));
             }
-            s.general = Some(tx);
+            s.general = Some((tx, unread));
         }
         sse_stream(rx)
     }
@@ -617,7 +710,7 @@ impl HttpGateway {
                 .iter()
                 .filter(|(_, hs)| {
                     let streams = hs.out.streams.lock().unwrap();
-                    let streaming = streams.general.as_ref().is_some_and(|g| !g.is_closed())
+                    let streaming = streams.general.as_ref().is_some_and(|g| !g.0.is_closed())
                         || !streams.per_request.is_empty();
                     !streaming && hs.last_used.lock().unwrap().elapsed() > idle
                 })

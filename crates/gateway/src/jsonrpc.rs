@@ -159,6 +159,11 @@ pub fn tool_text_result(text: &str, structured: Option<&serde_json::Value>) -> S
     v.to_string()
 }
 
+/// Raw JSON for text known to be one JSON value (say, an id read from a message).
+pub fn raw_str(json: &str) -> Box<RawValue> {
+    RawValue::from_string(json.to_owned()).unwrap_or_else(|_| raw("null".into()))
+}
+
 /// Raw JSON for a value we built.
 pub fn raw(json: String) -> Box<RawValue> {
     RawValue::from_string(json).expect("we only build valid JSON")

@@ -12,6 +12,7 @@ use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
 use crate::jsonrpc::{self, Envelope, Request};
 use crate::naming;
 use corral_events::Event;
+use corral_supervisor::rpc::push_single_line;
 use corral_supervisor::{CallError, RpcError, ServerState};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -181,30 +182,41 @@ impl Session {
             }
             (_, Some(_), Some(_)) => env.to_request().expect("a request"),
         };
-        let cancel = self.register(&request);
+        let cancel = match self.register(&request) {
+            Ok(cancel) => cancel,
+            Err(duplicate) => return reply(Some(duplicate)),
+        };
         let this = self.clone();
-        tokio::spawn(async move { reply(this.run_cancellable(&request, cancel).await) });
+        tokio::spawn(async move { reply(this.run_cancellable(request, cancel).await) });
     }
 
-    /// Makes `request` cancellable by `notifications/cancelled`.
-    fn register(&self, request: &Request) -> oneshot::Receiver<()> {
+    /// Makes `request` cancellable by `notifications/cancelled`; `Err` is the error
+    /// response when a request with the same id is already in flight in this session
+    /// (the first one goes on; the id is how its answer and cancellation find it).
+    fn register(&self, request: &Request) -> Result<oneshot::Receiver<()>, Vec<u8>> {
         let (tx, rx) = oneshot::channel();
-        self.inflight
-            .lock()
-            .unwrap()
-            .insert(request.id.get().to_owned(), tx);
-        rx
+        let mut inflight = self.inflight.lock().unwrap();
+        if inflight.contains_key(request.id.get()) {
+            return Err(duplicate_id(&request.id));
+        }
+        inflight.insert(request.id.get().to_owned(), tx);
+        Ok(rx)
+    }
+
+    /// Whether a request with this raw id is in flight in this session.
+    pub fn in_flight(&self, id: &RawValue) -> bool {
+        self.inflight.lock().unwrap().contains_key(id.get())
     }
 
     /// Runs a registered request until it answers or is cancelled (`None`).
     async fn run_cancellable(
         &self,
-        request: &Request,
+        request: Request,
         cancel: oneshot::Receiver<()>,
     ) -> Option<Vec<u8>> {
-        let (id, params) = (&request.id, request.params.as_deref());
+        let Request { id, method, params } = request;
         let out = tokio::select! {
-            r = self.request(id, &request.method, params) => Some(r),
+            r = self.request(&id, &method, params) => Some(r),
             _ = cancel => None,
         };
         self.inflight.lock().unwrap().remove(id.get());
@@ -223,8 +235,10 @@ impl Session {
     /// cancelled). For transports that already run each request on its own task (HTTP:
     /// one per connection).
     pub async fn call(&self, request: Request) -> Option<Vec<u8>> {
-        let cancel = self.register(&request);
-        self.run_cancellable(&request, cancel).await
+        match self.register(&request) {
+            Ok(cancel) => self.run_cancellable(request, cancel).await,
+            Err(duplicate) => Some(duplicate),
+        }
     }
 
     fn notification(&self, method: &str, params: Option<&RawValue>) {
@@ -246,7 +260,16 @@ impl Session {
         }
     }
 
-    async fn request(&self, id: &RawValue, method: &str, params: Option<&RawValue>) -> Vec<u8> {
+    async fn request(
+        &self,
+        id: &RawValue,
+        method: &str,
+        owned_params: Option<Box<RawValue>>,
+    ) -> Vec<u8> {
+        if method == "tools/call" {
+            return self.call_tool(id, owned_params).await;
+        }
+        let params = owned_params.as_deref();
         match method {
             "initialize" => self.initialize(id, params),
             "ping" => jsonrpc::result(id, "{}"),
@@ -254,7 +277,6 @@ impl Session {
                 self.hub.await_starting().await;
                 jsonrpc::result(id, &self.hub.catalog().list_json)
             }
-            "tools/call" => self.call_tool(id, params).await,
             "resources/list" => self.list_merged(id, method, "resources", "resources").await,
             "resources/templates/list" => {
                 self.list_merged(id, method, "resources", "resourceTemplates")
@@ -352,7 +374,7 @@ impl Session {
         }
     }
 
-    async fn call_tool(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
+    async fn call_tool(&self, id: &RawValue, params: Option<Box<RawValue>>) -> Vec<u8> {
         #[derive(Deserialize)]
         struct P<'a> {
             #[serde(borrow)]
@@ -362,7 +384,10 @@ impl Session {
             #[serde(rename = "_meta", borrow, default)]
             meta: Option<&'a RawValue>,
         }
-        let Some(p) = params.and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok()) else {
+        let Some(p) = params
+            .as_deref()
+            .and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok())
+        else {
             return jsonrpc::error(
                 Some(id),
                 jsonrpc::INVALID_PARAMS,
@@ -394,17 +419,11 @@ impl Session {
             return self.unknown_tool(id, name);
         };
         let _call = self.hub.begin_call(server, self.shared.id, id);
-        // Build the forwarded params: the original tool name, the arguments as they are,
-        // and `_meta` with a progress token unique across sessions.
+        // The forwarded params: the original tool name, the arguments as they are, and
+        // `_meta` with a progress token unique across sessions. They are written straight
+        // into the request line, and the agent's params are freed once it is built.
         let mut progress_id = None;
-        let mut forwarded = String::with_capacity(64 + p.arguments.map_or(0, |a| a.get().len()));
-        forwarded.push_str(r#"{"name":"#);
-        jsonrpc::push_str(&mut forwarded, tool);
-        if let Some(args) = p.arguments {
-            forwarded.push_str(r#","arguments":"#);
-            forwarded.push_str(args.get());
-        }
-        if let Some(meta) = p.meta {
+        let meta = p.meta.map(|meta| {
             let mut meta: serde_json::Map<String, Value> =
                 serde_json::from_str(meta.get()).unwrap_or_default();
             if let Some(token) = meta.get("progressToken") {
@@ -416,13 +435,35 @@ impl Session {
                 );
                 progress_id = Some(n);
             }
-            forwarded.push_str(r#","_meta":"#);
-            forwarded.push_str(&Value::Object(meta).to_string());
-        }
-        forwarded.push('}');
+            Value::Object(meta).to_string()
+        });
+        let all = params.as_deref().map_or("", RawValue::get);
+        // Where the arguments are in the agent's params (they were parsed from them).
+        let args = p.arguments.map(|a| {
+            let start = a.get().as_ptr() as usize - all.as_ptr() as usize;
+            start..start + a.get().len()
+        });
+        let len = args.as_ref().map_or(0, |r| r.len());
+        let owned_tool = tool.to_owned();
+        let write = move |line: &mut String| {
+            line.push_str(r#","params":{"name":"#);
+            jsonrpc::push_str(line, &owned_tool);
+            if let (Some(r), Some(params)) = (args, &params) {
+                line.push_str(r#","arguments":"#);
+                push_single_line(line, &params.get()[r]);
+            }
+            if let Some(meta) = meta {
+                line.push_str(r#","_meta":"#);
+                line.push_str(&meta);
+            }
+            line.push('}');
+            drop(params);
+        };
         // Every piece is JSON we parsed or built, so the server gets it without another
         // validating parse.
-        let result = handle.request_json("tools/call", Some(&forwarded)).await;
+        let result = handle
+            .request_with("tools/call", Some(tool), 64 + len, write)
+            .await;
         if let Some(n) = progress_id {
             self.hub.forget_progress(n);
         }
@@ -776,6 +817,19 @@ fn reply(
         }) => jsonrpc::error_with_data(Some(id), code, &message, data.as_deref()),
         Err(e) => failed(e),
     }
+}
+
+/// The answer to a request whose id is already in flight in the session.
+pub(crate) fn duplicate_id(id: &RawValue) -> Vec<u8> {
+    jsonrpc::error(
+        Some(id),
+        jsonrpc::INVALID_REQUEST,
+        &format!(
+            "request id {} is already in flight in this session; the first request \
+             goes on, this one was not run (give every request in flight its own id)",
+            id.get()
+        ),
+    )
 }
 
 /// `params` as a JSON object, or the invalid-params response naming what is expected.

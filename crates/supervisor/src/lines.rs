@@ -83,6 +83,174 @@ fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
     hay.iter().position(|&b| b == needle)
 }
 
+/// What [`read_line_bounded`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineRead {
+    /// A line (with its `\n`, unless the stream ended without one) is in the buffer.
+    Line,
+    /// The stream ended; the buffer is empty.
+    Eof,
+    /// The line was longer than the limit: it was discarded as it streamed, and the
+    /// buffer holds only its first [`KEPT_PREFIX`] bytes (for its id). `len` is the
+    /// line's whole length without the newline.
+    TooLong { len: u64 },
+}
+
+/// How much of an over-long line [`read_line_bounded`] keeps, so the message's id can
+/// still be read from its head.
+pub const KEPT_PREFIX: usize = 4096;
+
+/// Reads one `\n`-terminated line into `line` (appending), holding at most `max` bytes
+/// of it: a longer line is discarded as it streams — never buffered whole, however long
+/// it is or if it never ends — and reported as [`LineRead::TooLong`].
+pub async fn read_line_bounded<R>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead>
+where
+    R: tokio::io::AsyncBufRead + Unpin + ?Sized,
+{
+    use tokio::io::AsyncBufReadExt;
+    // Bytes of the current line seen so far, once it is known to be too long.
+    let mut over: Option<u64> = None;
+    loop {
+        let buf = reader.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(match over {
+                Some(len) => LineRead::TooLong { len },
+                None if line.is_empty() => LineRead::Eof,
+                None => LineRead::Line,
+            });
+        }
+        let (n, found) = match memchr(b'\n', buf) {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let content = if found { n - 1 } else { n };
+        if over.is_none() && line.len() + content > max {
+            over = Some(line.len() as u64);
+            line.truncate(KEPT_PREFIX);
+        }
+        match &mut over {
+            None => line.extend_from_slice(&buf[..n]),
+            Some(len) => {
+                let room = KEPT_PREFIX.saturating_sub(line.len());
+                line.extend_from_slice(&buf[..content.min(room)]);
+                *len += content as u64;
+            }
+        }
+        reader.consume(n);
+        if found {
+            return Ok(match over {
+                Some(len) => LineRead::TooLong { len },
+                None => LineRead::Line,
+            });
+        }
+    }
+}
+
+/// The raw text of the top-level `"id"` member of a JSON-RPC message — a number or a
+/// string — read from as much of the message as there is (an over-long message's head,
+/// a message broken further on), without parsing the rest. `None` when the id is not
+/// there, or something before it cannot be read.
+pub fn top_level_id(msg: &[u8]) -> Option<&str> {
+    let raw = top_level_member(msg, b"id")?;
+    let text = std::str::from_utf8(raw).ok()?;
+    let _: &serde_json::value::RawValue = serde_json::from_str(text).ok()?;
+    matches!(raw[0], b'"' | b'-' | b'0'..=b'9').then_some(text)
+}
+
+/// The raw bytes of the top-level member `name` of the JSON object `msg` is (or begins
+/// with), skimming the members before it; `None` when it is not there or something
+/// before it cannot be read.
+pub fn top_level_member<'a>(msg: &'a [u8], name: &[u8]) -> Option<&'a [u8]> {
+    let ws = |mut i: usize| {
+        while msg.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    let mut i = ws(0);
+    if msg.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    loop {
+        i = ws(i);
+        if msg.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(msg, i)?;
+        let key = &msg[i + 1..key_end - 1];
+        i = ws(key_end);
+        if msg.get(i) != Some(&b':') {
+            return None;
+        }
+        i = ws(i + 1);
+        let end = value_end(msg, i)?;
+        if key == name {
+            return Some(&msg[i..end]);
+        }
+        i = ws(end);
+        if msg.get(i) != Some(&b',') {
+            return None;
+        }
+        i += 1;
+    }
+}
+
+/// Where the JSON value starting at `start` ends (exclusive), skimming strings and
+/// nesting; `None` when it runs past the end of `msg`.
+fn value_end(msg: &[u8], start: usize) -> Option<usize> {
+    match *msg.get(start)? {
+        b'"' => string_end(msg, start),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut i = start;
+            loop {
+                match *msg.get(i)? {
+                    b'"' => {
+                        i = string_end(msg, i)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(i + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+        }
+        _ => {
+            let mut i = start;
+            while !matches!(
+                *msg.get(i)?,
+                b',' | b'}' | b']' | b' ' | b'\t' | b'\r' | b'\n'
+            ) {
+                i += 1;
+            }
+            Some(i)
+        }
+    }
+}
+
+/// Where the string starting at `start` (its opening quote) ends, after the closing one.
+fn string_end(msg: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    loop {
+        match *msg.get(i)? {
+            b'\\' => i += 2,
+            b'"' => return Some(i + 1),
+            _ => i += 1,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,5 +308,61 @@ mod tests {
     fn invalid_utf8_is_decoded_lossily() {
         let out = split(&[b"bad \xff\xfe ok\n"], 100);
         assert_eq!(out, ["bad \u{fffd}\u{fffd} ok"]);
+    }
+
+    #[test]
+    fn the_top_level_id_is_read_from_a_head_or_a_broken_message() {
+        assert_eq!(
+            top_level_id(br#"{"jsonrpc":"2.0","id":7,"result":{"x"#),
+            Some("7")
+        );
+        assert_eq!(
+            top_level_id(b"{\"id\": \"a\\\"b\" , \"result\":\"\xff\"}"),
+            Some(r#""a\"b""#)
+        );
+        assert_eq!(
+            top_level_id(br#"{"params":{"id":1,"s":"}"},"id":2,"method":"x""#),
+            Some("2")
+        );
+        assert_eq!(top_level_id(br#"{"result":{"id":1},"id"#), None);
+        assert_eq!(
+            top_level_id(br#"{"id":12"#),
+            None,
+            "a cut number is not an id"
+        );
+        assert_eq!(top_level_id(br#"{"id":null}"#), None);
+        assert_eq!(top_level_id(b"[1]"), None);
+    }
+
+    #[tokio::test]
+    async fn an_over_long_line_is_discarded_as_it_streams_keeping_its_head() {
+        let mut input: Vec<u8> = b"{\"id\":3,\"x\":\"".to_vec();
+        input.extend(std::iter::repeat_n(b'y', 100_000));
+        input.extend_from_slice(b"\"}\nnext\nlast");
+        let mut r = tokio::io::BufReader::with_capacity(1024, &input[..]);
+        let mut line = Vec::new();
+        let got = read_line_bounded(&mut r, &mut line, 10_000).await.unwrap();
+        let len = input.iter().position(|&b| b == b'\n').unwrap() as u64;
+        assert_eq!(got, LineRead::TooLong { len });
+        assert_eq!(line.len(), KEPT_PREFIX);
+        assert_eq!(top_level_id(&line), Some("3"));
+        assert!(line.capacity() < 20_000, "{}", line.capacity());
+        line.clear();
+        assert_eq!(
+            read_line_bounded(&mut r, &mut line, 10).await.unwrap(),
+            LineRead::Line
+        );
+        assert_eq!(line, b"next\n");
+        line.clear();
+        assert_eq!(
+            read_line_bounded(&mut r, &mut line, 10).await.unwrap(),
+            LineRead::Line
+        );
+        assert_eq!(line, b"last");
+        line.clear();
+        assert_eq!(
+            read_line_bounded(&mut r, &mut line, 10).await.unwrap(),
+            LineRead::Eof
+        );
     }
 }

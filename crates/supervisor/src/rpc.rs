@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{Notify, Semaphore, mpsc, oneshot};
 
 /// Longest stdout line accepted (a large tool result is one line); longer lines are
@@ -43,6 +43,10 @@ pub enum RpcError {
     /// The server answered something that is not a valid response.
     #[error("invalid response to {method}: {detail}")]
     Invalid { method: String, detail: String },
+    /// The server's answer to this request could not be read: what it "sent …" (not
+    /// UTF-8, not JSON, over the size limit, an id that matches nothing).
+    #[error("{0}")]
+    Unreadable(String),
 }
 
 /// `30s`, `1.5s`, `250ms`.
@@ -194,6 +198,27 @@ impl Connection {
         params: Option<&str>,
         timeout: Duration,
     ) -> Result<Box<RawValue>, RpcError> {
+        let len = params.map_or(0, str::len);
+        self.request_with(method, len, timeout, |line| {
+            if let Some(p) = params {
+                line.push_str(r#","params":"#);
+                push_single_line(line, p);
+            }
+        })
+        .await
+    }
+
+    /// [`request`](Self::request) whose params are written straight into the request
+    /// line by `write_params` (which appends `,"params":…` or nothing; `len` is a size
+    /// hint): a large message is not copied once more on its way, and whatever the
+    /// closure owns is freed as soon as the line is built.
+    pub async fn request_with(
+        &self,
+        method: &str,
+        len: usize,
+        timeout: Duration,
+        write_params: impl FnOnce(&mut String),
+    ) -> Result<Box<RawValue>, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let timeout_err = || RpcError::Timeout {
             method: method.to_owned(),
@@ -221,13 +246,10 @@ impl Connection {
             id,
             done: false,
         };
-        let mut line = String::with_capacity(64 + params.map_or(0, str::len));
+        let mut line = String::with_capacity(64 + len);
         let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},"method":"#);
         push_json_str(&mut line, method);
-        if let Some(p) = params {
-            line.push_str(r#","params":"#);
-            push_single_line(&mut line, p);
-        }
+        write_params(&mut line);
         line.push_str("}\n");
         if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
             guard.done = true;
@@ -311,6 +333,34 @@ impl Connection {
         }
     }
 
+    /// The pending request an unreadable answer with this raw id belongs to, if any.
+    fn pending_id(&self, raw_id: &str) -> Option<u64> {
+        let id = raw_id.parse::<u64>().ok()?;
+        self.pending
+            .lock()
+            .unwrap()
+            .waiters
+            .contains_key(&id)
+            .then_some(id)
+    }
+
+    /// An answer whose id we never issued: it belongs to the one request in flight, if
+    /// there is exactly one (else nobody can tell which).
+    fn sole_pending_for_stray(&self, raw_id: &str) -> Option<u64> {
+        let issued = raw_id
+            .parse::<u64>()
+            .is_ok_and(|n| n > 0 && n < self.next_id.load(Ordering::Relaxed));
+        if issued {
+            return None; // An answer to a request given up on: dropped silently.
+        }
+        let pending = self.pending.lock().unwrap();
+        let mut ids = pending.waiters.keys();
+        match (ids.next(), ids.next()) {
+            (Some(&id), None) => Some(id),
+            _ => None,
+        }
+    }
+
     fn deliver(&self, id: u64, reply: Reply) -> bool {
         let waiter = self.pending.lock().unwrap().waiters.remove(&id);
         match waiter {
@@ -354,7 +404,7 @@ pub fn push_json_str(out: &mut String, s: &str) {
 /// Appends raw JSON keeping it on one line: a newline in JSON text can only be
 /// insignificant whitespace (strings cannot hold raw control characters), so it is
 /// replaced by a space.
-fn push_single_line(out: &mut String, json: &str) {
+pub fn push_single_line(out: &mut String, json: &str) {
     if json.contains(['\n', '\r']) {
         out.extend(
             json.chars()
@@ -419,27 +469,88 @@ async fn read_loop(
     conn: std::sync::Weak<Connection>,
     sink: Arc<dyn StdoutSink>,
 ) {
+    use crate::lines::{LineRead, read_line_bounded};
     let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::with_capacity(4096);
     loop {
+        // A large message's buffer is not kept for the connection's life.
+        if line.capacity() > KEEP_BUFFER {
+            line = Vec::with_capacity(4096);
+        }
         line.clear();
-        match read_bounded_line(&mut reader, &mut line).await {
+        let read = read_line_bounded(&mut reader, &mut line, MAX_MESSAGE).await;
+        let Some(conn) = conn.upgrade() else { break };
+        match read {
             Ok(LineRead::Eof) | Err(_) => break,
-            Ok(LineRead::TooLong(n)) => {
-                sink.noise(&format!(
-                    "<discarded a {n}-byte stdout line: longer than {MAX_MESSAGE} bytes>"
-                ));
+            Ok(LineRead::TooLong { len }) => {
+                too_long(&conn, &line, len, &*sink);
                 continue;
             }
             Ok(LineRead::Line) => {}
         }
-        let Some(conn) = conn.upgrade() else { break };
-        let text = trim_line_end(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
+        if trim_line_end(&line).iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        dispatch(&conn, text, &*sink);
+        dispatch(&conn, &mut line, &*sink);
     }
+}
+
+/// Line buffers grown beyond this by a large message are given back after it.
+const KEEP_BUFFER: usize = 1024 * 1024;
+
+/// `n` bytes as MiB for messages: `64 MiB`, `200.5 MiB`.
+fn mib(n: u64) -> String {
+    let m = n as f64 / (1024.0 * 1024.0);
+    if m.fract() == 0.0 {
+        format!("{m:.0} MiB")
+    } else {
+        format!("{m:.1} MiB")
+    }
+}
+
+/// An over-long stdout line, already discarded: the request it answers (its id is in
+/// the head that was kept) fails at once; the line is reported as noise either way.
+fn too_long(conn: &Connection, head: &[u8], len: u64, sink: &dyn StdoutSink) {
+    if let Some(id) = answer_id(head).and_then(|id| conn.pending_id(id)) {
+        conn.deliver(
+            id,
+            Err(RpcError::Unreadable(format!(
+                "sent an answer of {}, over the {} limit on one message (it was discarded)",
+                mib(len),
+                mib(MAX_MESSAGE as u64)
+            ))),
+        );
+    }
+    sink.noise(&format!(
+        "<discarded a {len}-byte stdout line: longer than {MAX_MESSAGE} bytes>"
+    ));
+}
+
+/// The raw id of what looks like an answer (an id and no method), read from as much of
+/// it as can be read.
+fn answer_id(text: &[u8]) -> Option<&str> {
+    let id = crate::lines::top_level_id(text)?;
+    (crate::lines::top_level_member(text, b"method").is_none()).then_some(id)
+}
+
+/// A line that starts like a JSON object but does not parse: if it is an answer to a
+/// pending request, that request fails at once with the reason; the line is reported as
+/// noise either way.
+fn unreadable(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+    if let Some(id) = answer_id(text).and_then(|id| conn.pending_id(id)) {
+        let why = match std::str::from_utf8(text) {
+            Err(e) => format!(
+                "sent an answer that is not valid UTF-8 (bad byte at offset {})",
+                e.valid_up_to()
+            ),
+            Ok(t) => match serde_json::from_str::<serde::de::IgnoredAny>(t) {
+                Err(e) => format!("sent an answer that is not valid JSON: {e}"),
+                Ok(_) => "sent an answer that is not a JSON-RPC response".to_owned(),
+            },
+        };
+        conn.deliver(id, Err(RpcError::Unreadable(why)));
+    }
+    not_json(conn, text, sink);
 }
 
 fn trim_line_end(line: &[u8]) -> &[u8] {
@@ -450,9 +561,42 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+/// Handles one stdout line. An answer to one of our requests is delivered after the
+/// line's buffer is given back if it was large, so a big result is not held twice while
+/// its caller builds on it.
+fn dispatch(conn: &Connection, line: &mut Vec<u8>, sink: &dyn StdoutSink) {
+    let Some((id, reply)) = handle_line(conn, trim_line_end(line), sink) else {
+        return;
+    };
+    if line.capacity() > KEEP_BUFFER {
+        *line = Vec::new();
+    }
+    if !conn.deliver(id, reply) {
+        stray_answer(conn, &id.to_string());
+    }
+}
+
+/// An answer that matches no request in flight: if it has an id we never sent, it
+/// fails the one request in flight (when there is exactly one); an answer to a request
+/// we already gave up on is dropped silently.
+fn stray_answer(conn: &Connection, raw_id: &str) {
+    if let Some(only) = conn.sole_pending_for_stray(raw_id) {
+        conn.deliver(
+            only,
+            Err(RpcError::Unreadable(format!(
+                "sent an answer with id {}, which matches no request in flight (the one \
+                 in flight has id {only})",
+                display_line(raw_id.as_bytes())
+            ))),
+        );
+    }
+}
+
+/// Handles one line; an answer with a numeric id is returned for [`dispatch`] to deliver.
+fn handle_line(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) -> Option<(u64, Reply)> {
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return not_json(conn, text, sink);
+        not_json(conn, text, sink);
+        return None;
     }
     // One UTF-8 check of the whole line, instead of one per string and per raw value;
     // bad bytes somewhere (say, in a member we ignore) are `from_slice`'s to judge.
@@ -462,14 +606,14 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
     };
     let env: Envelope<'_> = match parsed {
         Ok(env) => env,
-        Err(_) => return not_json(conn, text, sink),
+        Err(_) => {
+            unreadable(conn, text, sink);
+            return None;
+        }
     };
     match (env.method, env.id) {
-        (None, Some(id)) => {
-            let Ok(id) = serde_json::from_str::<u64>(id.get()) else {
-                sink.noise(&display_line(text));
-                return;
-            };
+        (None, Some(raw)) => {
+            let id = serde_json::from_str::<u64>(raw.get()).ok();
             let reply = match (env.result, env.error) {
                 (_, Some(e)) => Err(RpcError::Server {
                     code: e.code,
@@ -478,12 +622,16 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
                 }),
                 (Some(r), None) => Ok(r.to_owned()),
                 (None, None) => Err(RpcError::Invalid {
-                    method: format!("request {id}"),
+                    method: format!("request {}", raw.get()),
                     detail: "response has neither result nor error".into(),
                 }),
             };
-            // An answer to a request we already gave up on is dropped silently.
-            conn.deliver(id, reply);
+            if let Some(id) = id {
+                // Delivered by the caller, once the line is out of the way.
+                return Some((id, reply));
+            }
+            stray_answer(conn, raw.get());
+            sink.noise(&display_line(text));
         }
         (Some(method), Some(id)) if method == "ping" => answer_server_request(conn, &method, id),
         (Some(method), Some(id)) => {
@@ -507,6 +655,7 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
         }),
         (None, None) => sink.noise(&display_line(text)),
     }
+    None
 }
 
 /// Requests from the server that nobody takes: `ping` is answered, everything else is
@@ -554,50 +703,6 @@ fn display_line(text: &[u8]) -> String {
         s.push_str(crate::lines::TRUNCATION_MARKER);
     }
     s
-}
-
-enum LineRead {
-    Line,
-    Eof,
-    TooLong(usize),
-}
-
-async fn read_bounded_line(
-    reader: &mut BufReader<impl AsyncRead + Unpin>,
-    line: &mut Vec<u8>,
-) -> std::io::Result<LineRead> {
-    let mut discarded = 0usize;
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(if discarded > 0 {
-                LineRead::TooLong(discarded)
-            } else if line.is_empty() {
-                LineRead::Eof
-            } else {
-                LineRead::Line
-            });
-        }
-        let (chunk, found) = match buf.iter().position(|&b| b == b'\n') {
-            Some(i) => (&buf[..=i], true),
-            None => (buf, false),
-        };
-        let n = chunk.len();
-        if discarded > 0 || line.len() + n > MAX_MESSAGE {
-            discarded += line.len() + n;
-            line.clear();
-        } else {
-            line.extend_from_slice(chunk);
-        }
-        reader.consume(n);
-        if found {
-            return Ok(if discarded > 0 {
-                LineRead::TooLong(discarded)
-            } else {
-                LineRead::Line
-            });
-        }
-    }
 }
 
 #[cfg(test)]
@@ -751,6 +856,65 @@ mod tests {
             .unwrap();
         assert_eq!(r.get(), r#"{"ok":1}"#);
         assert!(rec.noise.lock().unwrap().is_empty());
+    }
+
+    /// Builds a peer's answer line to request `id`.
+    type Answer = fn(u64) -> Vec<u8>;
+
+    /// A peer that answers every request with `answer(id)`.
+    fn bad_peer(answer: Answer) -> (Arc<Connection>, Arc<Recorder>) {
+        let (client_w, server_r) = tokio::io::duplex(1 << 16);
+        let (mut server_w, client_r) = tokio::io::duplex(1 << 16);
+        tokio::spawn(async move {
+            let mut lines = tokio::io::BufReader::new(server_r).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+                let Some(id) = v["id"].as_u64() else { continue };
+                server_w.write_all(&answer(id)).await.unwrap();
+            }
+        });
+        let rec = Arc::new(Recorder::default());
+        (
+            Connection::start(client_w, client_r, None, rec.clone()),
+            rec,
+        )
+    }
+
+    #[tokio::test]
+    async fn an_unreadable_answer_fails_its_request_at_once_with_the_reason() {
+        let cases: [(Answer, &str); 3] = [
+            (
+                |id| {
+                    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"a\":}}}}\n")
+                        .into_bytes()
+                },
+                "not valid JSON",
+            ),
+            (
+                |id| {
+                    let mut l = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":""#).into_bytes();
+                    l.extend_from_slice(b"\xff\"}\n");
+                    l
+                },
+                "not valid UTF-8",
+            ),
+            (
+                |_| b"{\"jsonrpc\":\"2.0\",\"id\":\"nope\",\"result\":{}}\n".to_vec(),
+                "with id \"nope\", which matches no request in flight",
+            ),
+        ];
+        for (answer, why) in cases {
+            let (conn, rec) = bad_peer(answer);
+            let err = conn
+                .request("a", None, Duration::from_secs(30))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, RpcError::Unreadable(m) if m.contains(why)),
+                "{err:?} should say {why:?}"
+            );
+            assert_eq!(rec.noise.lock().unwrap().len(), 1, "still logged as noise");
+        }
     }
 
     #[test]

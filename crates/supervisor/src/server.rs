@@ -162,6 +162,7 @@ impl CallError {
 fn rpc_message(server: &str, e: &RpcError) -> String {
     match e {
         RpcError::Closed(reason) => reason.to_string(),
+        RpcError::Unreadable(what) => format!("server '{server}' {what}"),
         other => format!("server '{server}': {other}"),
     }
 }
@@ -413,32 +414,66 @@ impl ServerHandle {
         method: &str,
         params: Option<&str>,
     ) -> Result<Box<RawValue>, CallError> {
-        let timeout = self.shared.cfg.call_timeout;
-        let conn = match self.connection() {
-            Some(c) => c,
-            None => {
-                self.wait_ready(timeout).await?;
-                self.connection().ok_or_else(|| self.down_error())?
-            }
+        let tool = || {
+            params
+                .and_then(|p| serde_json::from_str::<Value>(p).ok())
+                .and_then(|v| v.get("name").and_then(Value::as_str).map(String::from))
         };
-        conn.request(method, params, timeout).await.map_err(|e| {
-            if let RpcError::Timeout { after, .. } = &e {
-                let tool = params
-                    .and_then(|p| serde_json::from_str::<Value>(p).ok())
-                    .and_then(|v| v.get("name").and_then(Value::as_str).map(String::from));
-                self.shared.emit(
-                    self.shared
-                        .event("server.call_timeout")
-                        .with("method", method)
-                        .with("tool", tool)
-                        .with("after_ms", after.as_millis() as u64),
-                );
+        let conn = self.ready_connection().await?;
+        let timeout = self.shared.cfg.call_timeout;
+        conn.request(method, params, timeout)
+            .await
+            .map_err(|e| self.call_failed(method, tool, e))
+    }
+
+    /// [`request_json`](Self::request_json) with the params written straight into the
+    /// request line by `write_params` (see [`Connection::request_with`]); `tool` names
+    /// the tool called, for a timeout's event.
+    pub async fn request_with(
+        &self,
+        method: &str,
+        tool: Option<&str>,
+        len: usize,
+        write_params: impl FnOnce(&mut String),
+    ) -> Result<Box<RawValue>, CallError> {
+        let conn = self.ready_connection().await?;
+        let timeout = self.shared.cfg.call_timeout;
+        conn.request_with(method, len, timeout, write_params)
+            .await
+            .map_err(|e| self.call_failed(method, || tool.map(str::to_owned), e))
+    }
+
+    /// The current instance's connection, waiting (up to `call_timeout`) for one that
+    /// is starting.
+    async fn ready_connection(&self) -> Result<Arc<Connection>, CallError> {
+        match self.connection() {
+            Some(c) => Ok(c),
+            None => {
+                self.wait_ready(self.shared.cfg.call_timeout).await?;
+                self.connection().ok_or_else(|| self.down_error())
             }
-            CallError::Rpc {
-                server: self.shared.name.clone(),
-                source: e,
-            }
-        })
+        }
+    }
+
+    fn call_failed(
+        &self,
+        method: &str,
+        tool: impl FnOnce() -> Option<String>,
+        e: RpcError,
+    ) -> CallError {
+        if let RpcError::Timeout { after, .. } = &e {
+            self.shared.emit(
+                self.shared
+                    .event("server.call_timeout")
+                    .with("method", method)
+                    .with("tool", tool())
+                    .with("after_ms", after.as_millis() as u64),
+            );
+        }
+        CallError::Rpc {
+            server: self.shared.name.clone(),
+            source: e,
+        }
     }
 
     /// Requests sent to the current instance and not yet answered.

@@ -63,7 +63,7 @@ async fn crash_mid_call_fails_callers_at_once_and_restarts() {
     assert_eq!(s.status().restarts, 1);
     assert_eq!(
         s.status().tool_count,
-        9,
+        11,
         "a restarted server's tools come back"
     );
     let r = s

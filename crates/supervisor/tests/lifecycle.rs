@@ -9,8 +9,8 @@ async fn starts_lists_tools_calls_and_stops_without_crash_event() {
     let mut h = Harness::start(vec![fixture_server("fx", &[])]);
     let ready = h.wait_event("server.ready", "fx").await;
     assert_eq!(
-        ready.data["tools"], 9,
-        "fixture variant A has 9 tools: {ready:?}"
+        ready.data["tools"], 11,
+        "fixture variant A has 11 tools: {ready:?}"
     );
     assert_eq!(ready.data["protocol_version"], "2025-06-18");
     let s = h.server("fx");

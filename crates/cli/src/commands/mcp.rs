@@ -105,27 +105,33 @@ fn daemon_gone(paths: &corral_daemon::Paths) -> Failure {
 /// and waits until it says the session ended (or goes away).
 async fn handoff(stream: tokio::net::UnixStream, paths: &corral_daemon::Paths) -> CmdResult {
     use std::os::fd::AsRawFd;
-    use tokio::io::AsyncBufReadExt;
     let gone = || daemon_gone(paths);
     let mut stream = tokio::io::BufReader::new(stream);
     corral_daemon::client::send(stream.get_mut(), &Request::McpHandoff)
         .await
         .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
-    let mut reply = String::new();
-    if stream.read_line(&mut reply).await.unwrap_or(0) == 0 {
+    if corral_daemon::client::read_reply(&mut stream)
+        .await
+        .is_err()
+    {
         return Err(gone());
     }
     let fds = [std::io::stdin().as_raw_fd(), std::io::stdout().as_raw_fd()];
     corral_daemon::fdpass::send_fds(stream.get_ref(), &fds)
         .map_err(|e| Failure::Op(format!("cannot hand the session to the daemon: {e}")))?;
-    reply.clear();
-    match stream.read_line(&mut reply).await {
-        Ok(n) if n > 0 && reply.contains("\"ok\":true") => Ok(()),
-        Ok(n) if n > 0 => Err(Failure::Op(format!(
-            "the daemon refused the session: {}",
-            reply.trim()
-        ))),
-        _ => Err(gone()),
+    match corral_daemon::client::read_reply(&mut stream).await {
+        Ok(reply) => {
+            let reply = String::from_utf8_lossy(&reply);
+            if reply.contains("\"ok\":true") {
+                Ok(())
+            } else {
+                Err(Failure::Op(format!(
+                    "the daemon refused the session: {}",
+                    reply.trim()
+                )))
+            }
+        }
+        Err(_) => Err(gone()),
     }
 }
 

@@ -80,6 +80,13 @@ impl McpClient {
         stdin.flush().unwrap();
     }
 
+    /// Writes raw bytes to corral's stdin (a message too large or too broken for JSON).
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
     pub fn notify(&mut self, method: &str, params: Option<Value>) {
         let mut m = json!({"jsonrpc": "2.0", "method": method});
         if let Some(p) = params {
