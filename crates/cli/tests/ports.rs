@@ -113,7 +113,9 @@ fn up_survives_whoever_started_it_no_longer_reading_its_stdout() {
         .spawn()
         .unwrap();
     drop(up.stdout.take());
-    wait_until("the daemon answers", || p.run(&["ps", "--json"]).code() == 0);
+    wait_until("the daemon answers", || {
+        p.run(&["ps", "--json"]).code() == 0
+    });
     let mut agent = McpClient::bridge(&p);
     let r = agent.call("fx__echo", json!({"text": "still serving"}));
     assert_eq!(common::mcp::text(&r), "still serving");
