@@ -196,6 +196,29 @@ fn restart_server_builtin_restarts_and_the_tools_return() {
 }
 
 #[test]
+fn restart_server_on_a_server_still_starting_really_restarts_it() {
+    let p = Project::new(
+        "[servers.slow]\ncommand = \"{fixture}\"\nargs = [\"--startup-delay\", \"1500\", \"--pid-file\", \"slow.pid\"]\n",
+    );
+    let mut c = McpClient::start(&p);
+    // The server is still in its handshake (the pid file is written before the delay).
+    let first = read_pid(&p.dir.join("slow.pid"));
+    std::fs::remove_file(p.dir.join("slow.pid")).unwrap();
+    let r = c.call("corral__restart_server", json!({"server": "slow"}));
+    assert!(
+        text(&r).starts_with("server 'slow' restarted: ready"),
+        "{r}"
+    );
+    let second = read_pid(&p.dir.join("slow.pid"));
+    assert_ne!(first, second, "a new instance was started");
+    assert_eq!(
+        text(&c.call("slow__getpid", json!({}))),
+        second.to_string(),
+        "the ready instance is the new one"
+    );
+}
+
+#[test]
 fn list_changed_from_a_server_reaches_the_agent() {
     let p = Project::new(TWO);
     let mut c = McpClient::start(&p);

@@ -1,7 +1,7 @@
 //! Corral's own tools: see the servers, read their logs, restart one.
 
 use crate::jsonrpc;
-use corral_supervisor::{ServerHandle, ServerState};
+use corral_supervisor::ServerHandle;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
@@ -206,11 +206,10 @@ pub fn tail_of_file(path: &Path) -> Option<String> {
 }
 
 async fn restart(h: &ServerHandle) -> String {
-    if h.state() == ServerState::Ready {
-        h.restart().await;
-    } else {
-        h.start().await;
-    }
+    // Always a restart: a server still starting is started again too. (`start` would be
+    // a no-op on a running instance, and the first `ready` would then be reported as a
+    // restart that never happened.)
+    h.restart().await;
     let limit = h.config().startup_timeout + Duration::from_secs(1);
     match h.wait_ready(limit).await {
         Ok(()) => {

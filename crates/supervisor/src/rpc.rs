@@ -163,8 +163,13 @@ pub struct Connection {
     /// Signalled when a request times out, so the owner can check liveness.
     timed_out: Notify,
     framing_reported: AtomicBool,
+    /// Signalled by [`Connection::close`].
+    closed_notify: Notify,
     me: std::sync::Weak<Connection>,
 }
+
+/// How long a request that found the connection broken waits for the reason.
+const CLOSE_SETTLE: Duration = Duration::from_secs(1);
 
 impl Connection {
     /// Starts the reader and writer tasks over the child's pipes.
@@ -183,6 +188,7 @@ impl Connection {
             permits: max_concurrency.map(Semaphore::new),
             timed_out: Notify::new(),
             framing_reported: AtomicBool::new(false),
+            closed_notify: Notify::new(),
         });
         tokio::spawn(write_loop(stdin, rx));
         tokio::spawn(read_loop(stdout, Arc::downgrade(&conn), sink));
@@ -254,13 +260,13 @@ impl Connection {
         if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
             guard.done = true;
             self.pending.lock().unwrap().waiters.remove(&id);
-            return Err(self.closed_error());
+            return Err(self.closed_error_settled().await);
         }
         let result = tokio::time::timeout_at(deadline, rx).await;
         guard.done = true;
         match result {
             Ok(Ok(reply)) => reply,
-            Ok(Err(_)) => Err(self.closed_error()),
+            Ok(Err(_)) => Err(self.closed_error_settled().await),
             Err(_) => {
                 self.abandon(id, "timeout");
                 self.timed_out.notify_one();
@@ -297,6 +303,7 @@ impl Connection {
         if let Some(sem) = &self.permits {
             sem.close();
         }
+        self.closed_notify.notify_waiters();
     }
 
     /// Closes the child's stdin (after everything already queued is written): the polite
@@ -322,6 +329,23 @@ impl Connection {
     fn closed_error(&self) -> RpcError {
         let reason = self.pending.lock().unwrap().closed.clone();
         RpcError::Closed(reason.unwrap_or_else(|| "connection closed".into()))
+    }
+
+    /// The reason the connection closed, once its owner says it ([`Connection::close`],
+    /// with the exit status): a request that found the pipe to the server broken got
+    /// there first, and "connection closed" would tell the caller less than "killed by
+    /// signal 9". Waits at most [`CLOSE_SETTLE`].
+    async fn closed_error_settled(&self) -> RpcError {
+        let notified = self.closed_notify.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if self.pending.lock().unwrap().closed.is_none() {
+            let _ = tokio::time::timeout(CLOSE_SETTLE, notified).await;
+        }
+        let reason = self.pending.lock().unwrap().closed.clone();
+        RpcError::Closed(reason.unwrap_or_else(|| {
+            "the server closed its end of the connection without exiting".into()
+        }))
     }
 
     /// Forgets request `id` and tells the server we no longer want its answer.
