@@ -12,6 +12,7 @@
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -397,7 +398,7 @@ struct Envelope<'a> {
     #[serde(borrow, default)]
     id: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
+    method: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     params: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -434,11 +435,7 @@ async fn read_loop(
             Ok(LineRead::Line) => {}
         }
         let Some(conn) = conn.upgrade() else { break };
-        let text = trim_line_end(&line);
-        if text.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        dispatch(&conn, text, &*sink);
+        dispatch(&conn, decode_line(&line), &*sink);
     }
 }
 
@@ -450,9 +447,44 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+/// What one stdout line is: the pure half of the stdout reader, which [`dispatch`] acts
+/// on. Borrowed from the line, so the hot path copies nothing it did not copy before.
+#[derive(Debug)]
+pub enum Decoded<'a> {
+    /// Empty or whitespace only: skipped.
+    Blank,
+    /// An answer to request `id`: its result (raw JSON), or the error.
+    Response {
+        id: u64,
+        reply: Result<&'a RawValue, RpcError>,
+    },
+    /// A request from the server (`ping` included), to be answered with `id`.
+    Request {
+        method: Cow<'a, str>,
+        id: &'a RawValue,
+        params: Option<&'a RawValue>,
+    },
+    /// A notification from the server.
+    Notification {
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    /// A `Content-Length:` header: the server speaks LSP framing, not MCP's stdio.
+    Framing,
+    /// Not a JSON-RPC message for us: the line as shown in logs and events (lossy UTF-8,
+    /// at most 1 KiB of it).
+    Noise(String),
+}
+
+/// Classifies one stdout line as read (with or without its line end): the whole stdout
+/// decoder but the reading and the acting, so it can be tested and fuzzed on its own.
+pub fn decode_line(line: &[u8]) -> Decoded<'_> {
+    let text = trim_line_end(line);
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Decoded::Blank;
+    }
     if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return not_json(conn, text, sink);
+        return not_json(text);
     }
     // One UTF-8 check of the whole line, instead of one per string and per raw value;
     // bad bytes somewhere (say, in a member we ignore) are `from_slice`'s to judge.
@@ -462,13 +494,12 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
     };
     let env: Envelope<'_> = match parsed {
         Ok(env) => env,
-        Err(_) => return not_json(conn, text, sink),
+        Err(_) => return not_json(text),
     };
     match (env.method, env.id) {
         (None, Some(id)) => {
             let Ok(id) = serde_json::from_str::<u64>(id.get()) else {
-                sink.noise(&display_line(text));
-                return;
+                return Decoded::Noise(display_line(text));
             };
             let reply = match (env.result, env.error) {
                 (_, Some(e)) => Err(RpcError::Server {
@@ -476,20 +507,41 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
                     message: e.message,
                     data: e.data.map(|d| d.get().to_owned()),
                 }),
-                (Some(r), None) => Ok(r.to_owned()),
+                (Some(r), None) => Ok(r),
                 (None, None) => Err(RpcError::Invalid {
                     method: format!("request {id}"),
                     detail: "response has neither result nor error".into(),
                 }),
             };
-            // An answer to a request we already gave up on is dropped silently.
-            conn.deliver(id, reply);
+            Decoded::Response { id, reply }
         }
-        (Some(method), Some(id)) if method == "ping" => answer_server_request(conn, &method, id),
-        (Some(method), Some(id)) => {
+        (Some(method), Some(id)) => Decoded::Request {
+            method,
+            id,
+            params: env.params,
+        },
+        (Some(method), None) => Decoded::Notification {
+            method,
+            params: env.params,
+        },
+        (None, None) => Decoded::Noise(display_line(text)),
+    }
+}
+
+fn dispatch(conn: &Connection, line: Decoded<'_>, sink: &dyn StdoutSink) {
+    match line {
+        Decoded::Blank => {}
+        // An answer to a request we already gave up on is dropped silently.
+        Decoded::Response { id, reply } => {
+            conn.deliver(id, reply.map(|r| r.to_owned()));
+        }
+        Decoded::Request { method, id, .. } if method == "ping" => {
+            answer_server_request(conn, &method, id)
+        }
+        Decoded::Request { method, id, params } => {
             let request = ServerRequest {
                 method: method.into_owned(),
-                params: env.params.map(|p| p.to_owned()),
+                params: params.map(|p| p.to_owned()),
                 responder: Responder {
                     conn: conn.weak_self(),
                     id: id.to_owned(),
@@ -501,11 +553,16 @@ fn dispatch(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
                 answer_server_request(conn, &unhandled.method, id);
             }
         }
-        (Some(method), None) => sink.notification(Notification {
+        Decoded::Notification { method, params } => sink.notification(Notification {
             method: method.into_owned(),
-            params: env.params.map(|p| p.to_owned()),
+            params: params.map(|p| p.to_owned()),
         }),
-        (None, None) => sink.noise(&display_line(text)),
+        Decoded::Framing => {
+            if !conn.framing_reported.swap(true, Ordering::Relaxed) {
+                sink.framing_mismatch();
+            }
+        }
+        Decoded::Noise(shown) => sink.noise(&shown),
     }
 }
 
@@ -531,18 +588,15 @@ fn answer_server_request(conn: &Connection, method: &str, id: &RawValue) {
     let _ = conn.out.send(Outgoing::Line(line.into_bytes()));
 }
 
-fn not_json(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+fn not_json(text: &[u8]) -> Decoded<'static> {
     let shown = display_line(text);
     if shown
         .get(..15)
         .is_some_and(|p| p.eq_ignore_ascii_case("content-length:"))
     {
-        if !conn.framing_reported.swap(true, Ordering::Relaxed) {
-            sink.framing_mismatch();
-        }
-        return;
+        return Decoded::Framing;
     }
-    sink.noise(&shown);
+    Decoded::Noise(shown)
 }
 
 /// A stdout line made fit for logs and events: lossy UTF-8, at most 1 KiB.
@@ -751,6 +805,35 @@ mod tests {
             .unwrap();
         assert_eq!(r.get(), r#"{"ok":1}"#);
         assert!(rec.noise.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn decode_line_classifies_without_a_connection() {
+        let kind = |line: &[u8]| match decode_line(line) {
+            Decoded::Blank => "blank".to_owned(),
+            Decoded::Response { id, reply } => format!("response {id} {}", reply.is_ok()),
+            Decoded::Request { method, .. } => format!("request {method}"),
+            Decoded::Notification { method, .. } => format!("notification {method}"),
+            Decoded::Framing => "framing".to_owned(),
+            Decoded::Noise(shown) => format!("noise {shown}"),
+        };
+        assert_eq!(kind(b" \r\n"), "blank");
+        assert_eq!(kind(b"{\"id\":3,\"result\":{}}\r\n"), "response 3 true");
+        assert_eq!(
+            kind(b"{\"id\":3,\"error\":{\"code\":1,\"message\":\"m\"}}"),
+            "response 3 false"
+        );
+        assert_eq!(
+            kind(b"{\"id\":\"a\",\"method\":\"ping\"}\n"),
+            "request ping"
+        );
+        assert_eq!(kind(b"{\"method\":\"n\"}"), "notification n");
+        assert_eq!(kind(b"content-LENGTH: 12\r\n"), "framing");
+        assert_eq!(
+            kind(b"{\"id\":-1,\"result\":1}"),
+            "noise {\"id\":-1,\"result\":1}"
+        );
+        assert_eq!(kind(b"ready \xff\n"), "noise ready \u{fffd}");
     }
 
     #[test]
