@@ -58,6 +58,11 @@ pub enum Request {
     McpHandoff,
 }
 
+/// Parses one request line (its line end and surrounding JSON whitespace allowed).
+pub fn parse_request(line: &[u8]) -> Result<Request, serde_json::Error> {
+    serde_json::from_slice(line)
+}
+
 /// `Reply::code` of a request that named a server the daemon does not run.
 pub const UNKNOWN_SERVER: &str = "unknown_server";
 

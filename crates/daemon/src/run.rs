@@ -421,7 +421,7 @@ async fn serve_client(state: Arc<State>, stream: UnixStream) {
     if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
         return;
     }
-    let request: Request = match serde_json::from_str(line.trim()) {
+    let request = match crate::protocol::parse_request(line.trim().as_bytes()) {
         Ok(r) => r,
         Err(e) => {
             let _ = write
