@@ -2,7 +2,9 @@
 # The whole test set-up and run, on a fresh machine:
 #   1. installs the real MCP peers (npm + PyPI) into .peers/ (git-ignored),
 #   2. builds every binary (the tests drive the real `corral` and `corral-fixture`),
-#   3. runs every test with cargo-nextest (falls back to `cargo test` without it).
+#   3. runs every test with cargo-nextest (falls back to `cargo test` without it),
+#   4. fuzzes each fuzz target for 10 s (scripts/fuzz.sh; installs cargo-fuzz when
+#      missing; CORRAL_SKIP_FUZZ=1 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-peers.sh
@@ -12,4 +14,7 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   # One test at a time: process-tree checks look at the test process's children.
   cargo test --workspace --locked --no-fail-fast -- --test-threads=1
+fi
+if [ "${CORRAL_SKIP_FUZZ:-0}" != 1 ]; then
+  ./scripts/fuzz.sh
 fi

@@ -66,6 +66,11 @@ pub enum Request {
     McpHandoff,
 }
 
+/// Parses one request line (its line end and surrounding JSON whitespace allowed).
+pub fn parse_request(line: &[u8]) -> Result<Request, serde_json::Error> {
+    serde_json::from_slice(line)
+}
+
 /// `Reply::code` of a request that named a server the daemon does not run.
 pub const UNKNOWN_SERVER: &str = "unknown_server";
 
@@ -157,6 +162,31 @@ mod tests {
             serde_json::to_string(&Request::Ps).unwrap(),
             r#"{"op":"ps"}"#
         );
+    }
+
+    /// Found by the `control_request` fuzz target: a request survives parse → serialize →
+    /// parse, but a float in `arguments` may move by one ulp, since serde_json's default
+    /// float parsing (no `float_roundtrip` feature) is best effort: `444444e40` parses one
+    /// ulp off 4.44444e45, and its exact re-serialization parses to the nearest double.
+    #[test]
+    fn call_arguments_round_trip_but_a_float_may_move_by_one_ulp() {
+        let line = br#"{"op":"call","tool":"t","arguments":{"n":25,"x":[true,444444e40]}}"#;
+        let first = parse_request(line).unwrap();
+        let again = parse_request(&serde_json::to_vec(&first).unwrap()).unwrap();
+        let float = |r: &Request| match r {
+            Request::Call { arguments, .. } => arguments["x"][1].as_f64().unwrap(),
+            other => panic!("{other:?}"),
+        };
+        let (a, b) = (float(&first), float(&again));
+        assert!(a.to_bits().abs_diff(b.to_bits()) <= 1, "{a:e} vs {b:e}");
+        assert_eq!(b, 4.44444e45);
+        let Request::Call {
+            tool, arguments, ..
+        } = again
+        else {
+            unreachable!()
+        };
+        assert_eq!((tool.as_str(), &arguments["n"]), ("t", &Value::from(25)));
     }
 
     #[test]

@@ -433,7 +433,7 @@ async fn serve_client(state: Arc<State>, stream: UnixStream) {
         }
         Ok(LineRead::Eof) | Err(_) => return,
     }
-    let request: Request = match serde_json::from_slice(line.trim_ascii()) {
+    let request = match crate::protocol::parse_request(line.trim_ascii()) {
         Ok(r) => r,
         Err(e) => {
             let _ = write

@@ -377,6 +377,20 @@ impl HttpGateway {
         }
     }
 
+    /// Serves one HTTP connection on `io` (any byte stream) as [`HttpGateway::serve`]
+    /// serves each accepted one, until it closes; for tests and fuzzing without a socket.
+    pub async fn serve_io(
+        self: &Arc<Self>,
+        io: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    ) {
+        let this = self.clone();
+        httpd::serve_connection(io, &self.opts.limits, move |req| {
+            let this = this.clone();
+            async move { this.route(req).await }
+        })
+        .await;
+    }
+
     async fn route(&self, req: Request) -> Response {
         // A refused request's body is never read: the connection cannot carry another.
         if let Err(denied) = self.check_security(&req) {

@@ -31,7 +31,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, mpsc};
 
@@ -159,19 +159,30 @@ pub async fn serve<H, F>(
         let limits = limits.clone();
         tokio::spawn(async move {
             let _permit = permit;
-            let service = hyper::service::service_fn(move |req| {
-                let response = handler(req);
-                async move { Ok::<_, Infallible>(response.await) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .max_buf_size(limits.max_head.max(8192))
-                .keep_alive(true)
-                .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                .await;
+            serve_connection(stream, &limits, handler).await;
         });
     }
+}
+
+/// Serves one connection on `io` with `handler` until it closes: what [`serve`] runs
+/// for each accepted connection (the cap aside), for any byte stream.
+pub async fn serve_connection<IO, H, F>(io: IO, limits: &Limits, handler: H)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let service = hyper::service::service_fn(move |req| {
+        let response = handler(req);
+        async move { Ok::<_, Infallible>(response.await) }
+    });
+    let _ = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(limits.max_head.max(8192))
+        .keep_alive(true)
+        .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .await;
 }
 
 /// Answers a connection over the cap with `503` and closes it (bounded in time, so a

@@ -12,6 +12,7 @@
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -471,7 +472,7 @@ struct Envelope<'a> {
     #[serde(borrow, default)]
     id: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
+    method: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     params: Option<&'a RawValue>,
     #[serde(borrow, default)]
@@ -511,9 +512,6 @@ async fn read_loop(
                 continue;
             }
             Ok(LineRead::Line) => {}
-        }
-        if trim_line_end(&line).iter().all(u8::is_ascii_whitespace) {
-            continue;
         }
         dispatch(&conn, &mut line, &*sink);
     }
@@ -574,7 +572,7 @@ fn unreadable(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
         };
         conn.deliver(id, Err(RpcError::Unreadable(why)));
     }
-    not_json(conn, text, sink);
+    act(conn, not_json(text), sink);
 }
 
 fn trim_line_end(line: &[u8]) -> &[u8] {
@@ -585,18 +583,154 @@ fn trim_line_end(line: &[u8]) -> &[u8] {
     &line[..end]
 }
 
-/// Handles one stdout line. An answer to one of our requests is delivered after the
+/// What one stdout line is: the pure half of the stdout reader, which [`dispatch`] acts
+/// on. Borrowed from the line, so the hot path copies nothing it did not copy before.
+#[derive(Debug)]
+pub enum Decoded<'a> {
+    /// Empty or whitespace only: skipped.
+    Blank,
+    /// An answer to request `id`: its result (raw JSON), or the error.
+    Response {
+        id: u64,
+        reply: Result<&'a RawValue, RpcError>,
+    },
+    /// An answer whose id is not one we could have sent (not a number): it may fail the
+    /// one request in flight; `shown` is the line for logs and events.
+    StrayAnswer { id: &'a RawValue, shown: String },
+    /// A line that starts like a JSON object but does not parse (bad UTF-8, bad JSON):
+    /// if it answers a request in flight, that request fails with the reason.
+    Unreadable(&'a [u8]),
+    /// A request from the server (`ping` included), to be answered with `id`.
+    Request {
+        method: Cow<'a, str>,
+        id: &'a RawValue,
+        params: Option<&'a RawValue>,
+    },
+    /// A notification from the server.
+    Notification {
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    /// A `Content-Length:` header: the server speaks LSP framing, not MCP's stdio.
+    Framing,
+    /// Not a JSON-RPC message for us: the line as shown in logs and events (lossy UTF-8,
+    /// at most 1 KiB of it).
+    Noise(String),
+}
+
+/// Classifies one stdout line as read (with or without its line end): the whole stdout
+/// decoder but the reading and the acting, so it can be tested and fuzzed on its own.
+pub fn decode_line(line: &[u8]) -> Decoded<'_> {
+    let text = trim_line_end(line);
+    if text.iter().all(u8::is_ascii_whitespace) {
+        return Decoded::Blank;
+    }
+    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+        return not_json(text);
+    }
+    // One UTF-8 check of the whole line, instead of one per string and per raw value;
+    // bad bytes somewhere (say, in a member we ignore) are `from_slice`'s to judge.
+    let parsed = match std::str::from_utf8(text) {
+        Ok(t) => serde_json::from_str(t),
+        Err(_) => serde_json::from_slice(text),
+    };
+    let env: Envelope<'_> = match parsed {
+        Ok(env) => env,
+        Err(_) => return Decoded::Unreadable(text),
+    };
+    match (env.method, env.id) {
+        (None, Some(raw)) => {
+            let Ok(id) = serde_json::from_str::<u64>(raw.get()) else {
+                return Decoded::StrayAnswer {
+                    id: raw,
+                    shown: display_line(text),
+                };
+            };
+            let reply = match (env.result, env.error) {
+                (_, Some(e)) => Err(RpcError::Server {
+                    code: e.code,
+                    message: e.message,
+                    data: e.data.map(|d| d.get().to_owned()),
+                }),
+                (Some(r), None) => Ok(r),
+                (None, None) => Err(RpcError::Invalid {
+                    method: format!("request {id}"),
+                    detail: "response has neither result nor error".into(),
+                }),
+            };
+            Decoded::Response { id, reply }
+        }
+        (Some(method), Some(id)) => Decoded::Request {
+            method,
+            id,
+            params: env.params,
+        },
+        (Some(method), None) => Decoded::Notification {
+            method,
+            params: env.params,
+        },
+        (None, None) => Decoded::Noise(display_line(text)),
+    }
+}
+
+/// Acts on one stdout line. An answer to one of our requests is delivered after the
 /// line's buffer is given back if it was large, so a big result is not held twice while
 /// its caller builds on it.
 fn dispatch(conn: &Connection, line: &mut Vec<u8>, sink: &dyn StdoutSink) {
-    let Some((id, reply)) = handle_line(conn, trim_line_end(line), sink) else {
-        return;
+    let (id, reply) = match decode_line(line) {
+        Decoded::Response { id, reply } => (id, reply.map(|r| r.to_owned())),
+        other => return act(conn, other, sink),
     };
     if line.capacity() > KEEP_BUFFER {
         *line = Vec::new();
     }
     if !conn.deliver(id, reply) {
         stray_answer(conn, &id.to_string());
+    }
+}
+
+/// Acts on every kind of line but an answer with a numeric id.
+fn act(conn: &Connection, decoded: Decoded<'_>, sink: &dyn StdoutSink) {
+    match decoded {
+        Decoded::Blank => {}
+        Decoded::Response { id, reply } => {
+            if !conn.deliver(id, reply.map(|r| r.to_owned())) {
+                stray_answer(conn, &id.to_string());
+            }
+        }
+        Decoded::StrayAnswer { id, shown } => {
+            stray_answer(conn, id.get());
+            sink.noise(&shown);
+        }
+        Decoded::Unreadable(text) => unreadable(conn, text, sink),
+        Decoded::Request { method, id, .. } if method == "ping" => {
+            answer_server_request(conn, &method, id)
+        }
+        Decoded::Request { method, id, params } => {
+            let request = ServerRequest {
+                method: method.into_owned(),
+                params: params.map(|p| p.to_owned()),
+                responder: Responder {
+                    conn: conn.weak_self(),
+                    id: id.to_owned(),
+                    done: false,
+                },
+            };
+            if let Err(mut unhandled) = sink.request(request) {
+                unhandled.responder.done = true;
+                answer_server_request(conn, &unhandled.method, id);
+            }
+        }
+        Decoded::Notification { method, params } => sink.notification(Notification {
+            method: method.into_owned(),
+            params: params.map(|p| p.to_owned()),
+        }),
+        Decoded::Framing => {
+            if !conn.framing_reported.swap(true, Ordering::Relaxed) {
+                sink.framing_mismatch();
+            }
+        }
+        Decoded::Noise(shown) => sink.noise(&shown),
     }
 }
 
@@ -614,72 +748,6 @@ fn stray_answer(conn: &Connection, raw_id: &str) {
             ))),
         );
     }
-}
-
-/// Handles one line; an answer with a numeric id is returned for [`dispatch`] to deliver.
-fn handle_line(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) -> Option<(u64, Reply)> {
-    if text.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        not_json(conn, text, sink);
-        return None;
-    }
-    // One UTF-8 check of the whole line, instead of one per string and per raw value;
-    // bad bytes somewhere (say, in a member we ignore) are `from_slice`'s to judge.
-    let parsed = match std::str::from_utf8(text) {
-        Ok(t) => serde_json::from_str(t),
-        Err(_) => serde_json::from_slice(text),
-    };
-    let env: Envelope<'_> = match parsed {
-        Ok(env) => env,
-        Err(_) => {
-            unreadable(conn, text, sink);
-            return None;
-        }
-    };
-    match (env.method, env.id) {
-        (None, Some(raw)) => {
-            let id = serde_json::from_str::<u64>(raw.get()).ok();
-            let reply = match (env.result, env.error) {
-                (_, Some(e)) => Err(RpcError::Server {
-                    code: e.code,
-                    message: e.message,
-                    data: e.data.map(|d| d.get().to_owned()),
-                }),
-                (Some(r), None) => Ok(r.to_owned()),
-                (None, None) => Err(RpcError::Invalid {
-                    method: format!("request {}", raw.get()),
-                    detail: "response has neither result nor error".into(),
-                }),
-            };
-            if let Some(id) = id {
-                // Delivered by the caller, once the line is out of the way.
-                return Some((id, reply));
-            }
-            stray_answer(conn, raw.get());
-            sink.noise(&display_line(text));
-        }
-        (Some(method), Some(id)) if method == "ping" => answer_server_request(conn, &method, id),
-        (Some(method), Some(id)) => {
-            let request = ServerRequest {
-                method: method.into_owned(),
-                params: env.params.map(|p| p.to_owned()),
-                responder: Responder {
-                    conn: conn.weak_self(),
-                    id: id.to_owned(),
-                    done: false,
-                },
-            };
-            if let Err(mut unhandled) = sink.request(request) {
-                unhandled.responder.done = true;
-                answer_server_request(conn, &unhandled.method, id);
-            }
-        }
-        (Some(method), None) => sink.notification(Notification {
-            method: method.into_owned(),
-            params: env.params.map(|p| p.to_owned()),
-        }),
-        (None, None) => sink.noise(&display_line(text)),
-    }
-    None
 }
 
 /// Requests from the server that nobody takes: `ping` is answered, everything else is
@@ -704,18 +772,15 @@ fn answer_server_request(conn: &Connection, method: &str, id: &RawValue) {
     let _ = conn.out.send(Outgoing::Line(line.into_bytes()));
 }
 
-fn not_json(conn: &Connection, text: &[u8], sink: &dyn StdoutSink) {
+fn not_json(text: &[u8]) -> Decoded<'static> {
     let shown = display_line(text);
     if shown
         .get(..15)
         .is_some_and(|p| p.eq_ignore_ascii_case("content-length:"))
     {
-        if !conn.framing_reported.swap(true, Ordering::Relaxed) {
-            sink.framing_mismatch();
-        }
-        return;
+        return Decoded::Framing;
     }
-    sink.noise(&shown);
+    Decoded::Noise(shown)
 }
 
 /// A stdout line made fit for logs and events: lossy UTF-8, at most 1 KiB.

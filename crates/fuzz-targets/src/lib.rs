@@ -1,0 +1,389 @@
+//! The bodies of the fuzz targets in `fuzz/` (run with `scripts/fuzz.sh`, cargo-fuzz):
+//! each takes the fuzzer's bytes, drives one of Corral's parsers of untrusted input, and
+//! panics when an invariant breaks. They live here, in the main workspace, so that the
+//! committed corpus (`fuzz/corpus/<target>/`) also replays as a plain stable-Rust test
+//! (`tests/corpus.rs`) and a regression is caught without cargo-fuzz.
+//!
+//! | target | input | asserts |
+//! |---|---|---|
+//! | [`stdout_line`] | a server's stdout | no panic; the decoded parts are valid JSON, noise stays bounded |
+//! | [`stderr_lines`] | a server's stderr, in chunks the fuzzer chooses | the lines equal a whole-input model (only the documented truncation loses bytes), none over its bound; no configured secret survives redaction |
+//! | [`config`] | `corral.toml`, `.mcp.json`, VS Code `mcp.json` | no panic; problems point into the file (1-based) |
+//! | [`control_request`] | a control-socket request line | parse → serialize → parse gives the same request |
+//! | [`http_request`] | bytes on an HTTP connection to `/mcp` | hyper + the gateway's route answer with a valid status or close, and the connection ends |
+
+use corral_config::redact::Redactor;
+use corral_supervisor::lines::{LineSplitter, TRUNCATION_MARKER};
+use corral_supervisor::rpc::{Decoded, decode_line};
+use std::borrow::Cow;
+use std::path::Path;
+use std::time::Duration;
+
+/// A target's body.
+pub type Target = fn(&[u8]);
+
+/// Every target, by the name of its file in `fuzz/fuzz_targets/` and its corpus folder.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("stdout_line", stdout_line),
+    ("stderr_lines", stderr_lines),
+    ("config", config),
+    ("control_request", control_request),
+    ("http_request", http_request),
+];
+
+/// The stdout decoder ([`decode_line`]) on each line of `data`, as the reader cuts them
+/// (each with its `\n`), and on the whole input as one line.
+pub fn stdout_line(data: &[u8]) {
+    for line in data.split_inclusive(|&b| b == b'\n') {
+        check_decoded(line, decode_line(line));
+    }
+    check_decoded(data, decode_line(data));
+}
+
+fn check_decoded(line: &[u8], decoded: Decoded<'_>) {
+    let valid_json = |raw: &str| serde_json::from_str::<serde::de::IgnoredAny>(raw).is_ok();
+    match decoded {
+        Decoded::Blank => assert!(
+            line.iter().all(u8::is_ascii_whitespace),
+            "a line with text decoded as blank"
+        ),
+        Decoded::Response { reply, .. } => {
+            if let Ok(result) = reply {
+                assert!(valid_json(result.get()), "result is not JSON");
+            }
+        }
+        Decoded::Request { method, id, params } => {
+            assert!(valid_json(id.get()), "request id is not JSON");
+            assert!(
+                params.is_none_or(|p| valid_json(p.get())),
+                "params not JSON"
+            );
+            drop(method);
+        }
+        Decoded::Notification { params, .. } => {
+            assert!(
+                params.is_none_or(|p| valid_json(p.get())),
+                "params not JSON"
+            );
+        }
+        Decoded::Framing => {}
+        Decoded::StrayAnswer { id, shown } => {
+            assert!(valid_json(id.get()), "answer id is not JSON");
+            assert!(shown.len() <= 3 * 1024 + TRUNCATION_MARKER.len());
+        }
+        Decoded::Unreadable(text) => {
+            assert!(
+                text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{'),
+                "only object-like lines are unreadable answers"
+            );
+        }
+        Decoded::Noise(shown) => {
+            // At most 1 KiB of the line, each byte at most one U+FFFD (3 bytes), and the
+            // marker: a line of a gigabyte never becomes a gigabyte of log.
+            assert!(
+                shown.len() <= 3 * 1024 + TRUNCATION_MARKER.len(),
+                "noise of {} bytes",
+                shown.len()
+            );
+        }
+    }
+}
+
+/// Secrets the stderr target's redactor is configured with (the corpus holds lines
+/// that contain them).
+pub const SECRETS: [&str; 3] = ["hunter2-secret", "s3cr3t", "abcd"];
+
+/// A server's stderr through the drain's two stages: [`LineSplitter`] (the fuzzer picks
+/// the line limit and every chunk boundary) and a [`Redactor`] per stream.
+///
+/// Input: `[max_line, n, len_1 … len_n, stream …]`: chunk lengths cycle through the
+/// `len_i` (0 is an empty read); with `n = 0` the stream is one chunk.
+pub fn stderr_lines(data: &[u8]) {
+    let Some((&max, rest)) = data.split_first() else {
+        return;
+    };
+    let max = max as usize;
+    let (lens, stream) = match rest.split_first() {
+        Some((&n, rest)) => rest.split_at((n as usize % 16).min(rest.len())),
+        None => (&[][..], rest),
+    };
+
+    // All-zero lengths would never advance: then the stream is one chunk.
+    let sizes: Vec<usize> = match lens.iter().all(|&l| l == 0) {
+        true => vec![stream.len()],
+        false => lens.iter().map(|&l| l as usize).collect(),
+    };
+    let mut splitter = LineSplitter::new(max);
+    let mut lines = Vec::new();
+    let mut at = 0;
+    for &len in sizes.iter().cycle() {
+        if at >= stream.len() {
+            break;
+        }
+        let end = (at + len).min(stream.len());
+        splitter.push(&stream[at..end], |l| lines.push(l));
+        at = end;
+    }
+    splitter.finish(|l| lines.push(l));
+
+    assert_eq!(lines, expected_lines(stream, max), "max_line {max}");
+    for line in &lines {
+        assert!(
+            line.len() <= 3 * max + TRUNCATION_MARKER.len(),
+            "a line of {} bytes with max_line {max}",
+            line.len()
+        );
+    }
+
+    let secrets: Vec<String> = SECRETS.iter().map(|s| s.to_string()).collect();
+    let mut redactor = Redactor::new(&secrets);
+    for line in &lines {
+        let out = redactor.line(line);
+        if let Cow::Borrowed(b) = out {
+            assert_eq!(b, line.as_str(), "borrowed means unchanged");
+        }
+        for secret in SECRETS {
+            assert!(
+                !out.contains(secret),
+                "secret {secret:?} survived in {out:?} (from {line:?})"
+            );
+        }
+        assert!(!out.contains('\n'));
+    }
+}
+
+/// What [`LineSplitter`] must emit for `stream`, whatever the chunks: each line (split at
+/// `\n`; the last one only when not empty) without a final `\r`, lossy UTF-8; one longer
+/// than `max` cut to its first `max` bytes (`\r` kept) with the marker.
+pub fn expected_lines(stream: &[u8], max: usize) -> Vec<String> {
+    let mut segments: Vec<&[u8]> = stream.split(|&b| b == b'\n').collect();
+    if segments.last().is_some_and(|l| l.is_empty()) {
+        segments.pop();
+    }
+    segments
+        .into_iter()
+        .map(|l| {
+            if l.len() > max {
+                let mut s = String::from_utf8_lossy(&l[..max]).into_owned();
+                s.push_str(TRUNCATION_MARKER);
+                s
+            } else {
+                String::from_utf8_lossy(l.strip_suffix(b"\r").unwrap_or(l)).into_owned()
+            }
+        })
+        .collect()
+}
+
+/// The config loader on any text: the first byte picks the file name (and so the
+/// dialect), the rest is the text (lossy UTF-8, as a file read would be refused
+/// otherwise).
+pub fn config(data: &[u8]) {
+    let Some((&which, rest)) = data.split_first() else {
+        return;
+    };
+    let name = match which % 4 {
+        0 => "corral.toml",
+        1 => ".mcp.json",
+        2 => ".vscode/mcp.json",
+        _ => "config",
+    };
+    let path = Path::new("/nonexistent/corral-fuzz").join(name);
+    let text = String::from_utf8_lossy(rest);
+    let env = |name: &str| {
+        name.len()
+            .is_multiple_of(2)
+            .then(|| format!("value-of-{name}"))
+    };
+    match corral_config::load_str(&path, &text, &env) {
+        Ok(cfg) => {
+            let _ = format!("{cfg:?}");
+        }
+        Err(corral_config::ConfigError::Invalid { problems, .. }) => {
+            assert!(!problems.is_empty(), "invalid without a problem");
+            let lines = text.split('\n').count();
+            for p in &problems {
+                assert!(
+                    p.line >= 1 && p.column >= 1 && p.line <= lines + 1,
+                    "problem outside the file ({lines} lines): {p}"
+                );
+                assert!(!p.message.is_empty(), "problem without a message");
+            }
+        }
+        Err(e) => panic!("load_str gave {e}"),
+    }
+}
+
+/// The control request parser, as the daemon calls it on the first line of a
+/// connection, and on the whole input; a request that parses must survive
+/// serialize → parse unchanged.
+pub fn control_request(data: &[u8]) {
+    use corral_daemon::protocol::parse_request;
+    let first = data.split(|&b| b == b'\n').next().unwrap_or_default();
+    for input in [data, first] {
+        let Ok(request) = parse_request(input) else {
+            continue;
+        };
+        let line = serde_json::to_vec(&request).expect("a request serializes");
+        let again = parse_request(&line)
+            .unwrap_or_else(|e| panic!("{request:?} serialized to a line that fails: {e}"));
+        if again != request {
+            // serde_json's default float parsing is best effort: a literal may land one
+            // ulp off the nearest double (`444444e40`), and the exact text of the
+            // re-serialized value then parses to its neighbour. Nothing else may move.
+            let (a, b) = (to_value(&again), to_value(&request));
+            assert!(
+                same_within_an_ulp(&a, &b),
+                "round trip through {}:\n{again:?}\n!= {request:?}",
+                lossy(&line)
+            );
+        }
+    }
+}
+
+fn to_value(r: &corral_daemon::protocol::Request) -> serde_json::Value {
+    serde_json::to_value(r).expect("a request converts")
+}
+
+/// Equal JSON, but for floats one ulp apart.
+pub fn same_within_an_ulp(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value as V;
+    match (a, b) {
+        (V::Number(x), V::Number(y)) if x != y => {
+            (x.is_f64() || y.is_f64())
+                && x.as_f64()
+                    .zip(y.as_f64())
+                    .is_some_and(|(x, y)| x.to_bits().abs_diff(y.to_bits()) <= 1)
+        }
+        (V::Array(x), V::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_within_an_ulp(x, y))
+        }
+        (V::Object(x), V::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .zip(y)
+                    .all(|((kx, x), (ky, y))| kx == ky && same_within_an_ulp(x, y))
+        }
+        _ => a == b,
+    }
+}
+
+fn lossy(b: &[u8]) -> Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}
+
+/// The bearer token of the HTTP target's gateway (the corpus sends it, so the fuzzer
+/// gets past authentication).
+pub const TOKEN: &str = "0123456789abcdef0123456789abcdef";
+
+/// Turns of the runtime the server gets between the input and the end of it.
+const SETTLE_TURNS: usize = 64;
+
+/// How long one input may keep its connection open: hyper and the route must end it at
+/// once when the client has sent everything and closed its side.
+const HTTP_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Bytes from a client through hyper's HTTP/1.1 server and the gateway's `/mcp` route
+/// ([`HttpGateway::serve_io`], the connection set-up `serve` uses, over an in-memory
+/// pipe), on a hub with no servers. The client sends the input, closes its side and
+/// reads until the server closes. The answer must be nothing (closed) or start with a
+/// complete response head with a valid status; the connection must end, unless it
+/// became an event stream.
+///
+/// [`HttpGateway::serve_io`]: corral_gateway::http::HttpGateway::serve_io
+pub fn http_request(data: &[u8]) {
+    check_http_answer(&http_exchange(data));
+}
+
+/// What the server answered to `data` on one connection, until it closed (or the
+/// deadline, for an event stream).
+pub fn http_exchange(data: &[u8]) -> Vec<u8> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let out = rt.block_on(async {
+        use corral_gateway::http::{HttpGateway, HttpOptions};
+        use corral_gateway::{GatewayOptions, Hub};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+        let opts = GatewayOptions {
+            tool_prefix: corral_config::ToolPrefix::Always,
+            builtin_tools: true,
+        };
+        let hub = Hub::start(
+            Default::default(),
+            opts,
+            corral_events::EventBus::default(),
+            None,
+            None,
+        );
+        let gateway = HttpGateway::new(
+            hub,
+            HttpOptions {
+                token: Some(TOKEN.into()),
+                token_file: "/p/.corral/token".into(),
+                local_addr: "127.0.0.1:4242".parse().unwrap(),
+                limits: Default::default(),
+            },
+        );
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let serving = tokio::spawn(async move { gateway.serve_io(server).await });
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let input = data.to_vec();
+        let writer = async move {
+            let _ = wr.write_all(&input).await;
+            // Let the server take in and answer what it can before it sees the end:
+            // hyper (without half-close, as `serve` sets it up) drops a request it is
+            // still working on when the client's side closes, as a peer that is gone.
+            // Nothing on the way waits for a timer, so turns of the one-thread runtime
+            // are enough; truncated requests still meet the end in every state.
+            for _ in 0..SETTLE_TURNS {
+                tokio::task::yield_now().await;
+            }
+            let _ = wr.shutdown().await;
+            wr
+        };
+        let mut out = Vec::new();
+        let reader = rd.read_to_end(&mut out);
+        let ended = tokio::time::timeout(HTTP_DEADLINE, async {
+            let (_wr, _) = tokio::join!(writer, reader);
+        })
+        .await
+        .is_ok();
+        if !ended {
+            let head = lossy(&out).to_ascii_lowercase();
+            assert!(
+                head.contains("content-type: text/event-stream"),
+                "the connection did not end within {HTTP_DEADLINE:?} after the input; \
+                 answered so far: {head:?}"
+            );
+        }
+        serving.abort();
+        out
+    });
+    drop(rt);
+    out
+}
+
+/// The answer on a connection: empty, or a response head with a valid status first.
+fn check_http_answer(out: &[u8]) {
+    if out.is_empty() {
+        return;
+    }
+    let text = lossy(out);
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .or_else(|| text.strip_prefix("HTTP/1.0 "))
+        .and_then(|rest| rest.get(..3))
+        .and_then(|code| code.parse::<u16>().ok());
+    assert!(
+        status.is_some_and(|s| (100..=599).contains(&s)),
+        "not a valid status line: {:?}",
+        &text[..text.len().min(200)]
+    );
+    assert!(
+        out.windows(4).any(|w| w == b"\r\n\r\n"),
+        "an incomplete response head: {:?}",
+        &text[..text.len().min(400)]
+    );
+}
