@@ -129,7 +129,7 @@ pub fn stderr_lines(data: &[u8]) {
     assert_eq!(lines, expected_lines(stream, max), "max_line {max}");
     for line in &lines {
         assert!(
-            line.len() <= 3 * max + TRUNCATION_MARKER.len(),
+            line.len() <= max + TRUNCATION_MARKER.len(),
             "a line of {} bytes with max_line {max}",
             line.len()
         );
@@ -154,7 +154,8 @@ pub fn stderr_lines(data: &[u8]) {
 
 /// What [`LineSplitter`] must emit for `stream`, whatever the chunks: each line (split at
 /// `\n`; the last one only when not empty) without a final `\r`, lossy UTF-8; one longer
-/// than `max` cut to its first `max` bytes (`\r` kept) with the marker.
+/// than `max` cut to its first `max` bytes (`\r` kept) with the marker; and one whose
+/// lossy text is longer than `max` bytes cut to a character boundary with the marker.
 pub fn expected_lines(stream: &[u8], max: usize) -> Vec<String> {
     let mut segments: Vec<&[u8]> = stream.split(|&b| b == b'\n').collect();
     if segments.last().is_some_and(|l| l.is_empty()) {
@@ -163,13 +164,20 @@ pub fn expected_lines(stream: &[u8], max: usize) -> Vec<String> {
     segments
         .into_iter()
         .map(|l| {
-            if l.len() > max {
-                let mut s = String::from_utf8_lossy(&l[..max]).into_owned();
-                s.push_str(TRUNCATION_MARKER);
-                s
+            let (mut s, mut cut) = if l.len() > max {
+                (String::from_utf8_lossy(&l[..max]).into_owned(), true)
             } else {
-                String::from_utf8_lossy(l.strip_suffix(b"\r").unwrap_or(l)).into_owned()
+                let l = l.strip_suffix(b"\r").unwrap_or(l);
+                (String::from_utf8_lossy(l).into_owned(), false)
+            };
+            if s.len() > max {
+                s.truncate(corral_supervisor::lines::floor_char_boundary(&s, max));
+                cut = true;
             }
+            if cut {
+                s.push_str(TRUNCATION_MARKER);
+            }
+            s
         })
         .collect()
 }

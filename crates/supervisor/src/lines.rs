@@ -66,7 +66,14 @@ impl LineSplitter {
             Ok(s) => s,
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         };
-        if self.dropped > 0 {
+        // Invalid bytes became U+FFFD (3 bytes each): the bound is on what is kept, so a
+        // line of such bytes is cut again, at a character boundary.
+        let mut cut = self.dropped > 0;
+        if line.len() > self.max_line {
+            line.truncate(floor_char_boundary(&line, self.max_line));
+            cut = true;
+        }
+        if cut {
             // A cut may split a multi-byte character: lossy decoding above turned it into
             // U+FFFD, which is the honest rendering of a cut character.
             line.push_str(TRUNCATION_MARKER);
@@ -75,6 +82,15 @@ impl LineSplitter {
         self.buf = Vec::with_capacity(self.buf.capacity().min(1024));
         line
     }
+}
+
+/// The largest character boundary of `s` at or below `at`.
+pub fn floor_char_boundary(s: &str, at: usize) -> usize {
+    let mut end = at.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
 }
 
 /// Position of `needle` in `hay`; the standard library's slice search is vectorised well
