@@ -860,17 +860,6 @@ fn a_process_that_escapes_the_group_is_ended_with_its_servers_run_and_at_teardow
     }
 }
 
-/// The parent pid of `pid`.
-fn ppid_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 #[test]
 fn invalid_utf8_and_crlf_on_stderr_reach_logs_events_and_the_agent_as_valid_text() {
     for path in PATHS {

@@ -79,17 +79,6 @@ fn sigterm_of_corral_stops_servers_gracefully() {
     );
 }
 
-/// The parent pid of `pid`.
-fn ppid_of(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 const ESCAPING: &str = r#"
 [servers.fx]
 command = "{fixture}"

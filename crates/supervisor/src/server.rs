@@ -811,8 +811,7 @@ impl Actor {
         let started = Instant::now();
         let mut child = match spawn::spawn(&spec, &shared.name) {
             Ok(c) => c,
-            Err(e) if e.is_temporary() => return self.temporary_failure(&e),
-            Err(e) => return self.permanent_failure(&e),
+            Err(e) => return self.spawn_failed(&e),
         };
         let pid = child.id().unwrap_or(0);
         if let Some(guard) = &shared.guard {
@@ -997,43 +996,30 @@ impl Actor {
         let _ = self.shared.notes.send(note);
     }
 
-    /// A spawn that failed for want of descriptors or memory: a start failure like any
-    /// other, restarted with backoff.
-    fn temporary_failure(&self, e: &SpawnError) -> Ended {
+    /// A spawn that failed: for want of descriptors or memory a start failure like any
+    /// other, restarted with backoff; otherwise permanent for this config (no loop).
+    fn spawn_failed(&self, e: &SpawnError) -> Ended {
         let shared = &self.shared;
         let reason = e.to_string();
+        let permanent = !e.is_temporary();
         shared.emit(
             shared
                 .event("server.start_failed")
                 .with("reason", reason.clone())
-                .with("permanent", false)
+                .with("permanent", permanent)
                 .with("stderr_tail", Vec::<String>::new()),
         );
         shared.set_state(ServerState::Failed, |s| {
             s.pid = None;
             s.last_error = Some(reason);
         });
+        if permanent {
+            return Ended::Permanent;
+        }
         Ended::Died {
             clean: false,
             uptime: Duration::ZERO,
         }
-    }
-
-    fn permanent_failure(&self, e: &SpawnError) -> Ended {
-        let shared = &self.shared;
-        let reason = e.to_string();
-        shared.emit(
-            shared
-                .event("server.start_failed")
-                .with("reason", reason.clone())
-                .with("permanent", true)
-                .with("stderr_tail", Vec::<String>::new()),
-        );
-        shared.set_state(ServerState::Failed, |s| {
-            s.pid = None;
-            s.last_error = Some(reason);
-        });
-        Ended::Permanent
     }
 
     async fn start_failed(

@@ -197,6 +197,17 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// The parent pid of `pid`.
+pub fn ppid_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 pub fn read_pid(path: &Path) -> u32 {
     wait_until(&format!("pid file {}", path.display()), || path.exists());
     std::fs::read_to_string(path)
