@@ -154,13 +154,17 @@ impl McpClient {
             .collect()
     }
 
-    /// Waits until nobody holds the write end of corral's stdout any more (EOF), failing
-    /// on any message that arrives first.
+    /// Waits until nobody holds the write end of corral's stdout any more (EOF); what
+    /// was sent before (a `list_changed`, say) is kept in `other`.
     pub fn wait_stdout_closed(&mut self) {
-        match self.lines.recv_timeout(super::DEADLINE) {
-            Err(RecvTimeoutError::Disconnected) => {}
-            Err(RecvTimeoutError::Timeout) => panic!("corral's stdout is still open"),
-            Ok(m) => panic!("expected EOF on corral's stdout, got {m}"),
+        let deadline = Instant::now() + super::DEADLINE;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Err(RecvTimeoutError::Disconnected) => return,
+                Err(RecvTimeoutError::Timeout) => panic!("corral's stdout is still open"),
+                Ok(m) => self.other.push(m),
+            }
         }
     }
 
