@@ -18,8 +18,9 @@
 //! the connection as one MCP session. Ten agents, one set of children.
 //!
 //! Every server the daemon starts gets [`DAEMON_SOCKET_ENV`] (the daemon's control
-//! socket) and [`DAEMON_SERVER_ENV`] (its name) in its environment, so a bridge started under a daemon — `corral mcp` listed
-//! as one of the project's own servers, perhaps behind a wrapper script that the config
+//! socket) in its environment, beside the `CORRAL_SERVER` (its name) every server gets,
+//! so a bridge started under a daemon — `corral mcp` listed as one of the project's own
+//! servers, perhaps behind a wrapper script that the config
 //! check cannot see through — recognises that it would connect to the daemon it runs
 //! under, and refuses instead of recursing.
 
@@ -33,8 +34,6 @@ mod run;
 
 /// Set by the daemon in its servers' environment: the path of its control socket.
 pub const DAEMON_SOCKET_ENV: &str = "CORRAL_DAEMON_SOCKET";
-/// Set beside [`DAEMON_SOCKET_ENV`]: the name of the server, for messages.
-pub const DAEMON_SERVER_ENV: &str = "CORRAL_DAEMON_SERVER";
 
 pub use paths::Paths;
 pub use protocol::{Reply, Request};

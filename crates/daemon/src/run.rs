@@ -356,7 +356,8 @@ fn port_of(url: &str) -> Option<u16> {
         .filter(|p| *p != 0)
 }
 
-/// Writes `text` to `path`, readable by the owner only.
+/// Replaces `path` with `text`, readable by the owner only (also a file left wider by an
+/// older version).
 fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -364,6 +365,7 @@ fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
     f.write_all(text.as_bytes())
 }
 
@@ -376,7 +378,6 @@ fn child_config(server: &ServerConfig, socket: &Path) -> ServerConfig {
             crate::DAEMON_SOCKET_ENV.to_owned(),
             socket.display().to_string(),
         );
-        env.insert(crate::DAEMON_SERVER_ENV.to_owned(), server.name.clone());
     }
     server
 }
@@ -399,19 +400,9 @@ pub fn load_or_create_token(state_dir: &Path) -> Result<String, DaemonError> {
             return Ok(t);
         }
     }
-    let _ = std::fs::set_permissions(state_dir, std::fs::Permissions::from_mode(0o700));
+    // The state directory is already 0700 (`Paths::prepare`).
     let token = corral_gateway::http::new_token();
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io("write", &path))?;
-    f.write_all(format!("{token}\n").as_bytes())
-        .map_err(io("write", &path))?;
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
-        .map_err(io("protect", &path))?;
+    write_private(&path, &format!("{token}\n")).map_err(io("write", &path))?;
     Ok(token)
 }
 

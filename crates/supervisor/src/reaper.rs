@@ -78,16 +78,6 @@ impl Reaper {
         reaper
     }
 
-    /// Escaped processes alive now, with their server (for status and tests).
-    pub fn escaped(&self) -> Vec<(u32, Option<String>)> {
-        self.scan();
-        let escaped = self.escaped.lock().unwrap();
-        escaped
-            .iter()
-            .map(|(pid, e)| (*pid, e.server.clone()))
-            .collect()
-    }
-
     /// A run of `server` ended: its escaped processes end too (SIGKILL to their groups;
     /// they already outlived their server's graceful stop).
     pub fn server_ended(&self, server: &str) {
@@ -101,14 +91,13 @@ impl Reaper {
         self.kill(|_| true);
     }
 
+    /// Kills the groups of the escaped processes `which` picks; the SIGCHLD of each
+    /// death brings the scan that reaps it.
     fn kill(&self, which: impl Fn(&Escaped) -> bool) {
         let escaped = self.escaped.lock().unwrap();
         for e in escaped.values().filter(|e| which(e)) {
             crate::spawn::signal_group(e.pgid, libc::SIGKILL);
         }
-        drop(escaped);
-        // Reap at once what died, rather than at the next SIGCHLD.
-        self.scan();
     }
 
     /// Finds new escaped processes and reaps dead ones.

@@ -83,7 +83,7 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
 fn refuse_own_daemon(cfg: &corral_config::Config, paths: &corral_daemon::Paths) -> CmdResult {
     let under = std::env::var_os(corral_daemon::DAEMON_SOCKET_ENV);
     if under.is_some_and(|s| std::path::Path::new(&s) == paths.socket) {
-        let server = std::env::var(corral_daemon::DAEMON_SERVER_ENV).unwrap_or_default();
+        let server = std::env::var(corral_supervisor::reaper::SERVER_ENV).unwrap_or_default();
         return Err(Failure::Op(format!(
             "`corral mcp` runs as server '{server}' of the project daemon it would connect \
              to, which would loop forever; remove server '{server}' from {} (agents start \

@@ -65,15 +65,10 @@ async fn keep_small(log: std::path::PathBuf) {
 /// Renames `log` to `log.1` and points stdout and stderr at a new, empty `log`.
 fn rotate_own_output(log: &Path) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
     let mut old = log.as_os_str().to_owned();
     old.push(".1");
     std::fs::rename(log, &old)?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(log)?;
+    let file = corral_supervisor::stderr::open_private(log)?;
     for fd in [libc::STDOUT_FILENO, libc::STDERR_FILENO] {
         // SAFETY: dup2 onto our own standard descriptors; `file` stays open meanwhile.
         if unsafe { libc::dup2(file.as_raw_fd(), fd) } < 0 {
