@@ -36,7 +36,9 @@ pub async fn run(config: Option<&Path>, detach: bool) -> CmdResult {
 /// neither is copied there. The file is rotated like every other log.
 pub async fn daemon(config: Option<&Path>) -> CmdResult {
     let cfg = project::load(config)?;
-    tokio::spawn(keep_small(paths(&cfg).daemon_log));
+    let log = paths(&cfg).daemon_log;
+    rotate_if_big(&log);
+    tokio::spawn(keep_small(log));
     let opts = DaemonOptions {
         console: None,
         on_event: None,
@@ -48,17 +50,22 @@ pub async fn daemon(config: Option<&Path>) -> CmdResult {
 }
 
 /// Rotates `log`, which is this process's stdout and stderr, at the size every log
-/// rotates at (one old file kept, `.1`): checked at start and every minute.
+/// rotates at (one old file kept, `.1`), every minute; [`daemon`] checks once first,
+/// before it writes a line, so a rotated file is exactly what earlier daemons left.
 async fn keep_small(log: std::path::PathBuf) {
-    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    let every = Duration::from_secs(60);
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     loop {
         tick.tick().await;
-        if std::fs::metadata(&log)
-            .is_ok_and(|m| m.len() >= corral_supervisor::stderr::LOG_ROTATE_BYTES)
-            && let Err(e) = rotate_own_output(&log)
-        {
-            tell!("corral: cannot rotate {}: {e}", log.display());
-        }
+        rotate_if_big(&log);
+    }
+}
+
+fn rotate_if_big(log: &Path) {
+    if std::fs::metadata(log).is_ok_and(|m| m.len() >= corral_supervisor::stderr::LOG_ROTATE_BYTES)
+        && let Err(e) = rotate_own_output(log)
+    {
+        tell!("corral: cannot rotate {}: {e}", log.display());
     }
 }
 
