@@ -328,15 +328,15 @@ fn each_run_of_a_server_starts_with_a_header_in_its_log() {
         lines[..second].contains(&"fixture: crashing in the middle of a call"),
         "the crash belongs to the first run: {text}"
     );
-    for h in headers() {
-        // ──── 2026-11-23T13:45:01Z server 'other' started (pid N) ────
+    for (run, h) in headers().iter().enumerate() {
+        // ──── 2026-11-23T13:45:01Z server 'other' started (pid N, run K) ────
         let rest = h.strip_prefix("──── ").unwrap();
         let (ts, rest) = rest.split_once(' ').unwrap();
         assert_eq!(ts.len(), "2026-11-23T13:45:01Z".len(), "{h}");
         assert!(ts.ends_with('Z') && ts.as_bytes()[10] == b'T', "{h}");
         let pid = rest
             .strip_prefix("server 'other' started (pid ")
-            .and_then(|r| r.strip_suffix(") ────"))
+            .and_then(|r| r.strip_suffix(&format!(", run {}) ────", run + 1)))
             .unwrap_or_else(|| panic!("{h}"));
         pid.parse::<u32>().unwrap();
     }

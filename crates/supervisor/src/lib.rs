@@ -24,9 +24,11 @@
 //! The [`Supervisor`] is the set of actors, with a shutdown that stops them all
 //! concurrently.
 
+mod actor;
 mod console;
 mod exit;
 pub mod guard;
+mod instance;
 pub mod lines;
 pub mod reaper;
 pub mod rpc;
@@ -34,12 +36,19 @@ mod server;
 pub mod spawn;
 pub mod stderr;
 
+pub use actor::{EVENT_TAIL_LINES, ExitInfo, Family, Life, Phase, State};
 pub use console::{Console, escape_for_terminal};
 pub use rpc::{Notification, RpcError};
 pub use server::{
     CallError, FRAMING_MESSAGE, PING_TIMEOUT, PROTOCOL_VERSION, ServerHandle, ServerState,
     ServerStatus, Tool, with_tail,
 };
+
+/// A warning printed where no event can carry it (before the unit exists).
+pub(crate) fn warn(msg: &str) {
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "corral: warning: {msg}");
+}
 
 use corral_config::ServerConfig;
 use corral_events::EventBus;

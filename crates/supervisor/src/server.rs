@@ -1,84 +1,44 @@
-//! One actor per server: spawn → handshake → ready → crash / stop / restart.
+//! An MCP server as a supervised unit: the [`Role`] that spawns it, handshakes with it
+//! and watches it serve, and the [`ServerHandle`] everyone else holds.
 //!
-//! The actor task owns the child process and is the only code that starts, stops or
-//! reaps it. Everyone else holds a [`ServerHandle`]: calls go straight to the current
-//! [`Connection`] (no hop through the actor, so the call path stays one lock and one
-//! channel send), lifecycle verbs go through the actor's mailbox, and state is published
-//! on a watch channel and as events.
-//!
-//! Exactly-once crash reporting falls out of the structure: only the actor observes the
-//! child's exit, it does so once per instance, and it knows whether it asked for the exit
-//! (stop, restart, shutdown: no crash event) or not (`server.crashed`, or
-//! `server.start_failed` before ready).
+//! The lifecycle — restarts, backoff, the breaker, stops, the one event per death — is
+//! the shared actor's ([`crate::actor`]). What is a server's own: the MCP handshake as
+//! its readiness, calls that go straight to the current [`Connection`] (no hop through
+//! the actor, so the call path stays one lock and one channel send), notifications (a
+//! changed tool list is re-read), and call timeouts (a server that then fails a liveness
+//! ping is killed and restarted).
 
-use crate::exit;
+use crate::SupervisorOptions;
+use crate::actor::{
+    self, Actor, Control, Family, Life, Phase, Policy, Role, Run, SpawnFailure, StartError, State,
+    Unit,
+};
+use crate::instance::Instance;
 use crate::rpc::{Connection, Notification, RpcError, ServerRequest, StdoutSink, humanize};
-use crate::spawn::{self, SpawnError, SpawnSpec};
-use crate::stderr::{self, LogFile, SharedLog, StderrRing, StderrSinks};
-use crate::{Console, SupervisorOptions};
-use corral_config::{RestartPolicy, ServerConfig, Transport};
-use corral_events::{Event, EventBus};
+use crate::spawn::SpawnSpec;
+use crate::stderr::{self, StderrRing, StderrSinks};
+use corral_config::{ServerConfig, Transport};
+use corral_events::Event;
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
-use std::collections::VecDeque;
-use std::process::ExitStatus;
+use serde_json::{Map, Value, json};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant, SystemTime};
-use tokio::process::Child;
-use tokio::sync::{broadcast, mpsc, oneshot, watch};
+use std::time::{Duration, SystemTime};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// Stderr lines carried by crash and start-failure events.
-pub const EVENT_TAIL_LINES: usize = 20;
 /// Stderr lines quoted in a start-failure error message.
 pub const ERROR_TAIL_LINES: usize = 8;
 /// How long a liveness ping may take after a call timed out before the server is
 /// declared unresponsive and restarted.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(5);
-/// First and largest restart delay.
-const BACKOFF_MIN: Duration = Duration::from_secs(1);
-const BACKOFF_MAX: Duration = Duration::from_secs(60);
 /// The protocol version Corral asks for; servers may answer with an older one.
 pub const PROTOCOL_VERSION: &str = "2025-06-18";
-/// How long, after stdin is closed, a server gets to exit by itself before SIGTERM.
-const STDIN_GRACE: Duration = Duration::from_millis(1000);
-/// How long to wait for the stderr drain to reach EOF after the child died, so the
-/// crash event carries the last lines.
-const DRAIN_SETTLE: Duration = Duration::from_millis(500);
 
-/// Lifecycle state of one server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerState {
-    /// Spawned, handshake in progress.
-    Starting,
-    /// Handshake done; calls are served.
-    Ready,
-    /// Died; waiting before the next start.
-    Backoff,
-    /// Stopped on request (or never started).
-    Stopped,
-    /// Failed and will not be restarted (restart policy, or a permanent error).
-    Failed,
-    /// The crash-loop breaker tripped.
-    GaveUp,
-}
-
-impl ServerState {
-    /// The state as written in listings.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerState::Starting => "starting",
-            ServerState::Ready => "ready",
-            ServerState::Backoff => "backoff",
-            ServerState::Stopped => "stopped",
-            ServerState::Failed => "failed",
-            ServerState::GaveUp => "gave_up",
-        }
-    }
-}
+/// A server's state: the shared lifecycle's.
+pub type ServerState = State;
 
 /// A snapshot of a server, for `ps` and the `servers` tool.
 #[derive(Debug, Clone, Serialize)]
@@ -167,26 +127,15 @@ fn rpc_message(server: &str, e: &RpcError) -> String {
     }
 }
 
-enum Control {
-    Start(oneshot::Sender<()>),
-    Stop(oneshot::Sender<()>),
-    Restart(oneshot::Sender<()>),
-}
-
+/// A server's part of the state its handles and its actor share.
 struct Shared {
-    name: String,
+    unit: Unit,
     cfg: ServerConfig,
-    bus: EventBus,
-    status: watch::Sender<ServerStatus>,
+    /// The current instance's connection, while it is ready.
     conn: RwLock<Option<Arc<Connection>>>,
     tools: RwLock<Arc<Vec<Tool>>>,
     ring: RwLock<StderrRing>,
-    log: SharedLog,
-    log_path: std::path::PathBuf,
     notes: broadcast::Sender<Notification>,
-    console: Option<Console>,
-    guard: Option<Arc<crate::guard::Guard>>,
-    reaper: Option<Arc<crate::reaper::Reaper>>,
     requests: Option<mpsc::UnboundedSender<crate::IncomingRequest>>,
     hook: Option<crate::NotificationHook>,
     /// The `initialize` result of the current (or last) ready instance.
@@ -194,37 +143,124 @@ struct Shared {
 }
 
 impl Shared {
-    fn source(&self) -> String {
-        format!("server:{}", self.name)
-    }
-
     fn event(&self, kind: &str) -> Event {
-        Event::new(kind, self.source())
+        Event::new(kind, self.unit.source())
     }
 
     fn emit(&self, ev: Event) {
-        self.bus.emit(ev);
-    }
-
-    /// Publishes a state change. Leaving `Ready` also forgets the connection — after the
-    /// state changed, so a caller never sees "ready" without a connection: until then it
-    /// gets the closed connection's reason ("exited with code 3"), after it waits for the
-    /// next instance or gets the down error.
-    fn set_state(&self, state: ServerState, f: impl FnOnce(&mut ServerStatus)) {
-        self.status.send_modify(|s| {
-            if s.state != state {
-                s.since = SystemTime::now();
-            }
-            s.state = state;
-            f(s);
-        });
-        if state != ServerState::Ready {
-            *self.conn.write().unwrap() = None;
-        }
+        self.unit.emit(ev);
     }
 
     fn tail(&self, n: usize) -> Vec<String> {
         self.ring.read().unwrap().tail(n)
+    }
+}
+
+impl Role for Shared {
+    type Run = ServerRun;
+    const DURING_START: &'static str = "during initialize";
+
+    fn unit(&self) -> &Unit {
+        &self.unit
+    }
+
+    fn policy(&self) -> Policy {
+        Policy {
+            restart: self.cfg.restart,
+            crash_loop: self.cfg.crash_loop,
+            stop_grace: self.cfg.stop_grace,
+        }
+    }
+
+    fn spawn(&self) -> Result<Instance, SpawnFailure> {
+        // A new run, a new ring: a failed spawn's event must not carry the last run's lines.
+        *self.ring.write().unwrap() = StderrRing::default();
+        let Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &self.cfg.transport
+        else {
+            return Err(SpawnFailure::Permanent(
+                "remote (url) servers are not supported by this version of corral yet".into(),
+            ));
+        };
+        let spec = SpawnSpec {
+            command,
+            args,
+            env,
+            cwd,
+        };
+        Instance::spawn(&spec, &self.unit.name, &self.unit.contain).map_err(SpawnFailure::Spawn)
+    }
+
+    fn starting_fields(&self, ev: Event) -> Event {
+        match &self.cfg.transport {
+            Transport::Stdio { command, args, .. } => {
+                ev.with("command", self.cfg.redact(command)).with(
+                    "args",
+                    args.iter().map(|a| self.cfg.redact(a)).collect::<Vec<_>>(),
+                )
+            }
+            Transport::Http { .. } => ev,
+        }
+    }
+
+    fn attach(self: &Arc<Self>, inst: &mut Instance) -> ServerRun {
+        let shared = self.clone();
+        let ring = self.ring.read().unwrap().clone();
+        let stderr = inst.take_stderr().expect("stderr piped");
+        inst.drain(stderr::drain(
+            stderr,
+            StderrSinks {
+                name: self.unit.name.clone(),
+                ring,
+                log: self.unit.log.clone(),
+                console: self.unit.console.clone(),
+                redactor: self.cfg.redactor(),
+            },
+        ));
+        let (framing_tx, framing) = mpsc::unbounded_channel();
+        let (notes_tx, notes) = mpsc::unbounded_channel();
+        let sink = Arc::new(InstanceSink {
+            shared: shared.clone(),
+            framing: framing_tx,
+            notes: notes_tx,
+            noise_count: AtomicU64::new(0),
+            redactor: Mutex::new(self.cfg.redactor()),
+        });
+        let conn = Connection::start(
+            inst.take_stdin().expect("stdin piped"),
+            inst.take_stdout().expect("stdout piped"),
+            self.cfg.max_concurrency.map(|n| n.get() as usize),
+            sink,
+        );
+        let (wedged_tx, wedged) = mpsc::unbounded_channel();
+        ServerRun {
+            shared,
+            conn,
+            framing,
+            notes,
+            tasks: JoinSet::new(),
+            probing: Arc::new(AtomicBool::new(false)),
+            wedged_tx,
+            wedged,
+        }
+    }
+
+    fn tail(&self, n: usize) -> Vec<String> {
+        Shared::tail(self, n)
+    }
+
+    /// Leaving `Ready` forgets the connection — after the phase changed, so a caller
+    /// never sees "ready" without a connection: until then it gets the closed
+    /// connection's reason ("exited with code 3"), after it waits for the next instance
+    /// or gets the down error.
+    fn phase_changed(&self, phase: Phase) {
+        if !matches!(phase, Phase::Ready { .. }) {
+            *self.conn.write().unwrap() = None;
+        }
     }
 }
 
@@ -243,72 +279,26 @@ impl ServerHandle {
         cancel: CancellationToken,
         autostart: bool,
     ) -> (ServerHandle, tokio::task::JoinHandle<()>) {
-        let name = cfg.name.clone();
-        let log_path = stderr::log_path(&opts.log_dir, &name);
-        let log = match LogFile::open(&log_path, opts.log_rotate_bytes) {
-            Ok(l) => Some(l),
-            Err(e) => {
-                tracing_warn(&format!(
-                    "server '{name}': cannot open log file {}: {e}",
-                    log_path.display()
-                ));
-                None
-            }
-        };
-        let status = ServerStatus {
-            name: name.clone(),
-            state: if autostart {
-                ServerState::Starting
-            } else {
-                ServerState::Stopped
-            },
-            pid: None,
-            since: SystemTime::now(),
-            ready_at: None,
-            restarts: 0,
-            last_error: None,
-            last_stderr_tail: Vec::new(),
-            tool_count: 0,
-            protocol_version: None,
-        };
-        let console = if cfg.quiet {
-            None
-        } else {
-            opts.console.clone()
-        };
+        let unit = Unit::new(&cfg.name, Family::Server, opts, cfg.quiet, autostart);
         let shared = Arc::new(Shared {
-            name,
+            unit,
             cfg,
-            bus: opts.bus.clone(),
-            status: watch::channel(status).0,
             conn: RwLock::new(None),
             tools: RwLock::new(Arc::new(Vec::new())),
             ring: RwLock::new(StderrRing::default()),
-            log: Arc::new(Mutex::new(log)),
-            log_path,
             notes: broadcast::channel(1024).0,
-            console,
-            guard: opts.guard.clone(),
-            reaper: opts.reaper.clone(),
             requests: opts.requests.clone(),
             hook: opts.on_notification.clone(),
             init: RwLock::new(None),
         });
         let (tx, rx) = mpsc::unbounded_channel();
-        let actor = Actor {
-            shared: shared.clone(),
-            ctl: rx,
-            cancel,
-            crashes: VecDeque::new(),
-            attempt: 0,
-        };
-        let task = tokio::spawn(actor.run(autostart));
+        let task = tokio::spawn(Actor::new(shared.clone(), rx, cancel).run(autostart));
         (ServerHandle { shared, ctl: tx }, task)
     }
 
     /// The server's name.
     pub fn name(&self) -> &str {
-        &self.shared.name
+        &self.shared.unit.name
     }
 
     /// The server's configuration.
@@ -316,19 +306,36 @@ impl ServerHandle {
         &self.shared.cfg
     }
 
-    /// The current status.
+    /// The current status: the lifecycle's, with what the last ready instance declared.
     pub fn status(&self) -> ServerStatus {
-        self.shared.status.borrow().clone()
+        let life = self.shared.unit.life.borrow();
+        let init = self.shared.init.read().unwrap();
+        ServerStatus {
+            name: life.name.clone(),
+            state: life.state(),
+            pid: life.pid(),
+            since: life.since,
+            ready_at: life.ready_at(),
+            restarts: life.restarts,
+            last_error: life.last_error.clone(),
+            last_stderr_tail: life.last_tail.clone(),
+            tool_count: self.shared.tools.read().unwrap().len(),
+            protocol_version: init
+                .as_ref()
+                .and_then(|i| i.get("protocolVersion"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
     }
 
     /// Just the state, without copying the rest of the status (its stderr tail).
     pub fn state(&self) -> ServerState {
-        self.shared.status.borrow().state
+        self.shared.unit.life.borrow().state()
     }
 
-    /// A receiver that sees every status change.
-    pub fn watch(&self) -> watch::Receiver<ServerStatus> {
-        self.shared.status.subscribe()
+    /// A receiver that sees every lifecycle change.
+    pub fn watch(&self) -> watch::Receiver<Life> {
+        self.shared.unit.life.subscribe()
     }
 
     /// The tools of the current (or last) ready instance.
@@ -343,7 +350,7 @@ impl ServerHandle {
 
     /// The log file of this server.
     pub fn log_path(&self) -> &std::path::Path {
-        &self.shared.log_path
+        &self.shared.unit.log_path
     }
 
     /// The `initialize` result (capabilities, serverInfo, instructions) of the current or
@@ -364,7 +371,7 @@ impl ServerHandle {
         let outcome = tokio::time::timeout(timeout, async {
             let mut seen_start = false;
             loop {
-                let state = rx.borrow_and_update().state;
+                let state = rx.borrow_and_update().state();
                 match state {
                     ServerState::Ready => return Ok(()),
                     ServerState::Starting => seen_start = true,
@@ -471,7 +478,7 @@ impl ServerHandle {
             );
         }
         CallError::Rpc {
-            server: self.shared.name.clone(),
+            server: self.shared.unit.name.clone(),
             source: e,
         }
     }
@@ -538,17 +545,9 @@ impl ServerHandle {
         self.send(Control::Restart).await
     }
 
-    async fn send(&self, make: fn(oneshot::Sender<()>) -> Control) {
-        let (tx, rx) = oneshot::channel();
-        if self.ctl.send(make(tx)).is_ok() {
-            let _ = rx.await;
-        }
+    async fn send(&self, make: fn(tokio::sync::oneshot::Sender<()>) -> Control) {
+        actor::send(&self.ctl, make).await
     }
-}
-
-fn tracing_warn(msg: &str) {
-    use std::io::Write as _;
-    let _ = writeln!(std::io::stderr(), "corral: warning: {msg}");
 }
 
 /// Feeds stdout noise and notifications of one instance to the right places.
@@ -568,7 +567,7 @@ impl StdoutSink for InstanceSink {
     fn noise(&self, line: &str) {
         let mut redactor = self.redactor.lock().unwrap();
         let line: &str = &redactor.line(line);
-        if let Some(log) = self.shared.log.lock().unwrap().as_mut() {
+        if let Some(log) = self.shared.unit.log.lock().unwrap().as_mut() {
             log.write_line("[stdout noise] ", line);
             log.flush();
         }
@@ -589,7 +588,7 @@ impl StdoutSink for InstanceSink {
     fn notification(&self, note: Notification) {
         let hook = self.shared.hook.as_ref().and_then(|h| h.get());
         if let Some(hook) = hook {
-            hook(&self.shared.name, &note);
+            hook(&self.shared.unit.name, &note);
         }
         let _ = self.notes.send(note);
     }
@@ -598,7 +597,7 @@ impl StdoutSink for InstanceSink {
         match &self.shared.requests {
             Some(tx) => tx
                 .send(crate::IncomingRequest {
-                    server: self.shared.name.clone(),
+                    server: self.shared.unit.name.clone(),
                     request,
                 })
                 .map_err(|e| e.0.request),
@@ -611,572 +610,100 @@ impl StdoutSink for InstanceSink {
 pub const FRAMING_MESSAGE: &str =
     "server speaks Content-Length framing; MCP stdio is one JSON object per line";
 
-/// How one instance ended.
-enum Ended {
-    /// Stopped on request; the sender is acked once the actor settled.
-    Stopped(oneshot::Sender<()>),
-    Restart(oneshot::Sender<()>),
-    Shutdown,
-    /// Cannot start with this config; no restart.
-    Permanent,
-    /// Died (start failure or crash); `clean` when it exited 0 on its own.
-    Died {
-        clean: bool,
-        uptime: Duration,
-    },
-}
-
-struct Actor {
+/// One instance of a server: its connection and what watches it.
+pub(crate) struct ServerRun {
     shared: Arc<Shared>,
-    ctl: mpsc::UnboundedReceiver<Control>,
-    cancel: CancellationToken,
-    /// Times of recent unrequested deaths, for the crash-loop breaker.
-    crashes: VecDeque<Instant>,
-    /// Consecutive automatic restarts, for the backoff.
-    attempt: u32,
+    conn: Arc<Connection>,
+    /// The instance answered with LSP-style framing.
+    framing: mpsc::UnboundedReceiver<()>,
+    notes: mpsc::UnboundedReceiver<Notification>,
+    /// Liveness probes and tool-list refreshes: they end with the instance.
+    tasks: JoinSet<()>,
+    probing: Arc<AtomicBool>,
+    wedged_tx: mpsc::UnboundedSender<String>,
+    wedged: mpsc::UnboundedReceiver<String>,
 }
 
-impl Actor {
-    async fn run(mut self, autostart: bool) {
-        let mut running = autostart;
-        loop {
-            if !running {
-                tokio::select! {
-                    msg = self.ctl.recv() => match msg {
-                        Some(Control::Start(ack)) | Some(Control::Restart(ack)) => {
-                            self.reset_breaker();
-                            running = true;
-                            let _ = ack.send(());
-                        }
-                        Some(Control::Stop(ack)) => { let _ = ack.send(()); }
-                        None => return,
-                    },
-                    _ = self.cancel.cancelled() => return,
-                }
-                continue;
-            }
-            match self.run_instance().await {
-                Ended::Shutdown => return,
-                Ended::Stopped(ack) => {
-                    self.shared
-                        .set_state(ServerState::Stopped, |s| s.pid = None);
-                    running = false;
-                    let _ = ack.send(());
-                }
-                Ended::Restart(ack) => {
-                    self.reset_breaker();
-                    self.shared.status.send_modify(|s| s.restarts += 1);
-                    let _ = ack.send(());
-                }
-                Ended::Permanent => {
-                    self.shared.set_state(ServerState::Failed, |s| s.pid = None);
-                    running = false;
-                }
-                Ended::Died { clean, uptime } => match self.after_death(clean, uptime).await {
-                    Some(again) => running = again,
-                    None => return,
-                },
-            }
-        }
-    }
-
-    fn reset_breaker(&mut self) {
-        self.crashes.clear();
-        self.attempt = 0;
-    }
-
-    /// Applies the restart policy after an unrequested death. `None` means shut down.
-    async fn after_death(&mut self, clean: bool, uptime: Duration) -> Option<bool> {
-        let cfg = &self.shared.cfg;
-        let restart = match cfg.restart {
-            RestartPolicy::Never => false,
-            RestartPolicy::OnFailure => !clean,
-            RestartPolicy::Always => true,
-        };
-        if !restart {
-            let state = if clean {
-                ServerState::Stopped
-            } else {
-                ServerState::Failed
-            };
-            self.shared.set_state(state, |s| s.pid = None);
-            return Some(false);
-        }
-        let now = Instant::now();
-        let window = cfg.crash_loop.window;
-        if uptime >= window {
-            // It ran fine for a while: this is a new incident, not a loop.
-            self.attempt = 0;
-        }
-        self.crashes.push_back(now);
-        while self
-            .crashes
-            .front()
-            .is_some_and(|t| now.duration_since(*t) > window)
-        {
-            self.crashes.pop_front();
-        }
-        if self.crashes.len() as u32 >= cfg.crash_loop.max {
-            let n = self.crashes.len();
-            self.shared.set_state(ServerState::GaveUp, |s| s.pid = None);
-            self.shared.emit(
-                self.shared
-                    .event("server.gave_up")
-                    .with("crashes", n)
-                    .with("window_s", window.as_secs())
-                    .with(
-                        "reason",
-                        format!(
-                            "{n} crashes within {}; fix the server, then `corral start {}`",
-                            humanize(window),
-                            self.shared.name
-                        ),
-                    ),
-            );
-            return Some(false);
-        }
-        let delay = BACKOFF_MIN
-            .saturating_mul(1u32 << self.attempt.min(6))
-            .min(BACKOFF_MAX);
-        self.attempt += 1;
-        self.shared.emit(
-            self.shared
-                .event("server.restarting")
-                .with("attempt", self.attempt)
-                .with("delay_ms", delay.as_millis() as u64),
-        );
-        self.shared
-            .set_state(ServerState::Backoff, |s| s.pid = None);
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => {}
-            msg = self.ctl.recv() => match msg {
-                Some(Control::Stop(ack)) => {
-                    self.shared.set_state(ServerState::Stopped, |_| {});
-                    let _ = ack.send(());
-                    return Some(false);
-                }
-                Some(Control::Start(ack)) | Some(Control::Restart(ack)) => {
-                    self.reset_breaker();
-                    let _ = ack.send(());
-                }
-                None => return None,
-            },
-            _ = self.cancel.cancelled() => return None,
-        }
-        self.shared.status.send_modify(|s| s.restarts += 1);
-        Some(true)
-    }
-
-    async fn run_instance(&mut self) -> Ended {
-        let shared = self.shared.clone();
+impl Run for ServerRun {
+    /// The MCP handshake, under `startup_timeout`; on success the instance's tools,
+    /// `initialize` result and connection are published before the actor says ready.
+    async fn start(&mut self) -> Result<Map<String, Value>, StartError> {
+        let shared = &self.shared;
         let cfg = &shared.cfg;
-        let Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } = &cfg.transport
-        else {
-            let msg = "remote (url) servers are not supported by this version of corral yet";
-            shared.emit(
-                shared
-                    .event("server.start_failed")
-                    .with("reason", msg)
-                    .with("permanent", true),
-            );
-            shared.set_state(ServerState::Failed, |s| s.last_error = Some(msg.into()));
-            return Ended::Permanent;
-        };
-        let ring = StderrRing::default();
-        *shared.ring.write().unwrap() = ring.clone();
-        shared.set_state(ServerState::Starting, |s| {
-            s.pid = None;
-            s.ready_at = None;
-        });
-        shared.emit(
-            shared
-                .event("server.starting")
-                .with("command", cfg.redact(command))
-                .with(
-                    "args",
-                    args.iter().map(|a| cfg.redact(a)).collect::<Vec<_>>(),
-                ),
-        );
-        let spec = SpawnSpec {
-            command,
-            args,
-            env,
-            cwd,
-        };
-        let started = Instant::now();
-        let mut child = match spawn::spawn(&spec, &shared.name) {
-            Ok(c) => c,
-            Err(e) => return self.spawn_failed(&e),
-        };
-        let pid = child.id().unwrap_or(0);
-        if let Some(guard) = &shared.guard {
-            guard.register(pid);
-        }
-        let _unregister = GroupRegistration {
-            guard: shared.guard.clone(),
-            reaper: shared.reaper.clone(),
-            server: shared.name.clone(),
-            pid,
-        };
-        shared.set_state(ServerState::Starting, |s| s.pid = Some(pid));
-        if let Some(log) = shared.log.lock().unwrap().as_mut() {
-            log.write_line("", &run_header(&shared.name, pid));
-            log.flush();
-        }
-        let mut drain = tokio::spawn(stderr::drain(
-            child.stderr.take().expect("stderr piped"),
-            StderrSinks {
-                name: shared.name.clone(),
-                ring: ring.clone(),
-                log: shared.log.clone(),
-                console: shared.console.clone(),
-                redactor: cfg.redactor(),
-            },
-        ));
-        let (framing_tx, mut framing_rx) = mpsc::unbounded_channel();
-        let (notes_tx, mut notes_rx) = mpsc::unbounded_channel();
-        let sink = Arc::new(InstanceSink {
-            shared: shared.clone(),
-            framing: framing_tx,
-            notes: notes_tx,
-            noise_count: AtomicU64::new(0),
-            redactor: Mutex::new(cfg.redactor()),
-        });
-        let conn = Connection::start(
-            child.stdin.take().expect("stdin piped"),
-            child.stdout.take().expect("stdout piped"),
-            cfg.max_concurrency.map(|n| n.get() as usize),
-            sink,
-        );
-
-        // Handshake, racing the child's exit and our own control messages.
         let handshake = tokio::time::timeout(
             cfg.startup_timeout,
-            handshake(&conn, cfg, shared.requests.is_some()),
+            handshake(&self.conn, cfg, shared.requests.is_some()),
         );
-        tokio::pin!(handshake);
-        let ready = loop {
-            break tokio::select! {
-            r = &mut handshake => match r {
+        let ready = tokio::select! {
+            r = handshake => match r {
                 Ok(Ok(ready)) => ready,
-                Ok(Err(RpcError::Closed(_))) => {
-                    // Our pipe to the child broke: it is exiting. Report its exit status,
-                    // which says more than "connection closed".
-                    let status = tokio::time::timeout(DRAIN_SETTLE, child.wait()).await.ok().and_then(Result::ok);
-                    let reason = match status {
-                        Some(st) => format!("{} during initialize", exit::describe(st)),
-                        None => "closed its stdin during initialize".to_owned(),
-                    };
-                    return self.start_failed(&mut child, &conn, &mut drain, pid, reason, status).await;
-                }
+                Ok(Err(RpcError::Closed(_))) => return Err(StartError::Closed),
+                // The error can quote the server (its JSON-RPC error message).
                 Ok(Err(e)) if !matches!(e, RpcError::Timeout { .. }) => {
-                    // The error can quote the server (its JSON-RPC error message).
-                    let reason = cfg.redact(&format!("initialize failed: {e}"));
-                    return self.start_failed(&mut child, &conn, &mut drain, pid, reason, None).await;
+                    return Err(StartError::Failed(cfg.redact(&format!("initialize failed: {e}"))));
                 }
                 Ok(Err(_)) | Err(_) => {
-                    let reason = format!(
+                    return Err(StartError::Failed(format!(
                         "no answer to initialize within {} (startup_timeout)",
                         humanize(cfg.startup_timeout)
-                    );
-                    return self.start_failed(&mut child, &conn, &mut drain, pid, reason, None).await;
+                    )));
                 }
             },
-            status = child.wait() => {
-                let status = status.ok();
-                let reason = match status {
-                    Some(st) => format!("{} during initialize", exit::describe(st)),
-                    None => "exited during initialize".to_owned(),
-                };
-                return self.start_failed(&mut child, &conn, &mut drain, pid, reason, status).await;
+            Some(()) = self.framing.recv() => {
+                return Err(StartError::Permanent(FRAMING_MESSAGE.into()));
             }
-            Some(()) = framing_rx.recv() => {
-                self.kill_now(&conn, pid, FRAMING_MESSAGE);
-                let _ = child.wait().await;
-                let _ = tokio::time::timeout(DRAIN_SETTLE, &mut drain).await;
-                let tail = shared.tail(EVENT_TAIL_LINES);
-                shared.emit(shared.event("server.start_failed")
-                    .with("reason", FRAMING_MESSAGE)
-                    .with("permanent", true)
-                    .with("stderr_tail", tail.clone()));
-                shared.set_state(ServerState::Failed, |s| {
-                    s.last_error = Some(FRAMING_MESSAGE.into());
-                    s.last_stderr_tail = tail;
-                });
-                return Ended::Permanent;
-            }
-            msg = self.ctl.recv() => {
-                if let Some(Control::Start(ack)) = msg {
-                    // Already starting: nothing to do.
-                    let _ = ack.send(());
-                    continue;
-                }
-                return self.stop_for(msg, &mut child, &conn, &mut drain, pid).await;
-            }
-            _ = self.cancel.cancelled() => {
-                return self.stop_for(None, &mut child, &conn, &mut drain, pid).await;
-            }
-            };
         };
-
-        let startup_ms = started.elapsed().as_millis() as u64;
-        let tool_count = ready.tools.len();
+        let mut fields = Map::new();
+        fields.insert("tools".into(), ready.tools.len().into());
+        fields.insert("protocol_version".into(), ready.protocol_version.into());
+        fields.insert("server_info".into(), ready.server_info);
         *shared.tools.write().unwrap() = Arc::new(ready.tools);
         *shared.init.write().unwrap() = Some(Arc::new(ready.init));
-        *shared.conn.write().unwrap() = Some(conn.clone());
-        let ready_at = Instant::now();
-        shared.set_state(ServerState::Ready, |s| {
-            s.ready_at = Some(SystemTime::now());
-            s.tool_count = tool_count;
-            s.protocol_version = Some(ready.protocol_version.clone());
-            s.last_error = None;
-        });
-        shared.emit(
-            shared
-                .event("server.ready")
-                .with("pid", pid)
-                .with("tools", tool_count)
-                .with("protocol_version", ready.protocol_version)
-                .with("server_info", ready.server_info)
-                .with("startup_ms", startup_ms),
-        );
+        *shared.conn.write().unwrap() = Some(self.conn.clone());
+        Ok(fields)
+    }
 
-        let probing = Arc::new(AtomicBool::new(false));
-        let (wedged_tx, mut wedged_rx) = mpsc::unbounded_channel::<String>();
+    async fn serve(&mut self) -> String {
         loop {
             tokio::select! {
-                status = child.wait() => {
-                    let status = status.ok();
-                    let reason = status.map_or_else(|| "exited".to_owned(), exit::describe);
-                    return self.crashed(&conn, &mut drain, pid, reason, status, ready_at).await;
-                }
-                Some(note) = notes_rx.recv() => self.on_notification(note, &conn),
-                _ = conn.timed_out() => {
-                    if !probing.swap(true, Ordering::AcqRel) {
-                        let deadline = PING_TIMEOUT.min(cfg.call_timeout);
-                        tokio::spawn(probe_liveness(conn.clone(), deadline, probing.clone(), wedged_tx.clone()));
+                Some(note) = self.notes.recv() => self.on_notification(note),
+                _ = self.conn.timed_out() => {
+                    if !self.probing.swap(true, Ordering::AcqRel) {
+                        let deadline = PING_TIMEOUT.min(self.shared.cfg.call_timeout);
+                        self.tasks.spawn(probe_liveness(
+                            self.conn.clone(),
+                            deadline,
+                            self.probing.clone(),
+                            self.wedged_tx.clone(),
+                        ));
                     }
                 }
-                Some(reason) = wedged_rx.recv() => {
-                    self.kill_now(&conn, pid, &reason);
-                    let status = child.wait().await.ok();
-                    return self.crashed(&conn, &mut drain, pid, reason, status, ready_at).await;
-                }
-                Some(()) = framing_rx.recv() => {
-                    self.kill_now(&conn, pid, FRAMING_MESSAGE);
-                    let status = child.wait().await.ok();
-                    return self.crashed(&conn, &mut drain, pid, FRAMING_MESSAGE.into(), status, ready_at).await;
-                }
-                msg = self.ctl.recv() => {
-                    if let Some(Control::Start(ack)) = msg {
-                        // Already running: nothing to do.
-                        let _ = ack.send(());
-                        continue;
-                    }
-                    return self.stop_for(msg, &mut child, &conn, &mut drain, pid).await;
-                }
-                _ = self.cancel.cancelled() => {
-                    return self.stop_for(None, &mut child, &conn, &mut drain, pid).await;
-                }
+                Some(reason) = self.wedged.recv() => return reason,
+                Some(()) = self.framing.recv() => return FRAMING_MESSAGE.into(),
+                // Reap finished probes and refreshes, so the set stays small.
+                Some(_) = self.tasks.join_next() => {}
             }
         }
     }
 
-    fn on_notification(&self, note: Notification, conn: &Arc<Connection>) {
+    fn close(&self, reason: &str) {
+        self.conn.close(reason);
+    }
+
+    fn close_stdin(&self) -> bool {
+        self.conn.close_stdin();
+        true
+    }
+}
+
+impl ServerRun {
+    fn on_notification(&mut self, note: Notification) {
         if note.method == "notifications/tools/list_changed" {
-            let shared = self.shared.clone();
-            let conn = conn.clone();
-            tokio::spawn(async move { refresh_tools(shared, conn).await });
+            self.tasks
+                .spawn(refresh_tools(self.shared.clone(), self.conn.clone()));
         }
         let _ = self.shared.notes.send(note);
     }
-
-    /// A spawn that failed: for want of descriptors or memory a start failure like any
-    /// other, restarted with backoff; otherwise permanent for this config (no loop).
-    fn spawn_failed(&self, e: &SpawnError) -> Ended {
-        let shared = &self.shared;
-        let reason = e.to_string();
-        let permanent = !e.is_temporary();
-        shared.emit(
-            shared
-                .event("server.start_failed")
-                .with("reason", reason.clone())
-                .with("permanent", permanent)
-                .with("stderr_tail", Vec::<String>::new()),
-        );
-        shared.set_state(ServerState::Failed, |s| {
-            s.pid = None;
-            s.last_error = Some(reason);
-        });
-        if permanent {
-            return Ended::Permanent;
-        }
-        Ended::Died {
-            clean: false,
-            uptime: Duration::ZERO,
-        }
-    }
-
-    async fn start_failed(
-        &self,
-        child: &mut Child,
-        conn: &Connection,
-        drain: &mut tokio::task::JoinHandle<()>,
-        pid: u32,
-        reason: String,
-        status: Option<ExitStatus>,
-    ) -> Ended {
-        self.kill_now(conn, pid, &reason);
-        let status = match status {
-            Some(s) => Some(s),
-            None => child.wait().await.ok(), // Still running: reap what was just killed.
-        };
-        let _ = tokio::time::timeout(DRAIN_SETTLE, &mut *drain).await;
-        let ev = self
-            .shared
-            .event("server.start_failed")
-            .with("permanent", false)
-            .with("pid", pid);
-        self.report_death(ev, reason, status);
-        Ended::Died {
-            clean: false,
-            uptime: Duration::ZERO,
-        }
-    }
-
-    async fn crashed(
-        &self,
-        conn: &Connection,
-        drain: &mut tokio::task::JoinHandle<()>,
-        pid: u32,
-        reason: String,
-        status: Option<ExitStatus>,
-        ready_at: Instant,
-    ) -> Ended {
-        let shared = &self.shared;
-        // The leader is gone; grandchildren in its group must not outlive it.
-        self.kill_now(conn, pid, &reason);
-        let _ = tokio::time::timeout(DRAIN_SETTLE, &mut *drain).await;
-        let uptime = ready_at.elapsed();
-        let ev = shared
-            .event("server.crashed")
-            .with("pid", pid)
-            .with("uptime_ms", uptime.as_millis() as u64);
-        self.report_death(ev, reason, status);
-        Ended::Died {
-            clean: status.is_some_and(|s| s.success()),
-            uptime,
-        }
-    }
-
-    /// Emits the one event of an unrequested death (with the reason, the exit status and
-    /// the stderr tail) and records it in the status.
-    fn report_death(&self, ev: Event, reason: String, status: Option<ExitStatus>) {
-        let tail = self.shared.tail(EVENT_TAIL_LINES);
-        let mut ev = ev.with("reason", reason.clone());
-        if let Some(st) = status {
-            ev.data.extend(exit::fields(st));
-        }
-        // State first, then the event: whoever reacts to the event sees the new state.
-        self.shared.set_state(ServerState::Starting, |s| {
-            s.last_error = Some(reason);
-            s.last_stderr_tail = tail.clone();
-        });
-        self.shared.emit(ev.with("stderr_tail", tail));
-    }
-
-    async fn stop_for(
-        &self,
-        msg: Option<Control>,
-        child: &mut Child,
-        conn: &Connection,
-        drain: &mut tokio::task::JoinHandle<()>,
-        pid: u32,
-    ) -> Ended {
-        self.graceful_stop(child, conn, drain, pid).await;
-        let (reason, state) = match &msg {
-            Some(Control::Restart(_)) => ("restart", ServerState::Starting),
-            _ if msg.is_none() => ("shutdown", ServerState::Stopped),
-            _ => ("requested", ServerState::Stopped),
-        };
-        // State first, then the event: whoever reacts to the event sees the new state.
-        self.shared.set_state(state, |s| s.pid = None);
-        self.shared
-            .emit(self.shared.event("server.stopped").with("reason", reason));
-        match msg {
-            Some(Control::Stop(ack)) => Ended::Stopped(ack),
-            Some(Control::Restart(ack)) | Some(Control::Start(ack)) => Ended::Restart(ack),
-            None => Ended::Shutdown,
-        }
-    }
-
-    /// close stdin → SIGTERM to the group → grace → SIGKILL to the group → reap, then
-    /// let the stderr drain catch up so the log holds the instance's last words.
-    async fn graceful_stop(
-        &self,
-        child: &mut Child,
-        conn: &Connection,
-        drain: &mut tokio::task::JoinHandle<()>,
-        pid: u32,
-    ) {
-        let shared = &self.shared;
-        conn.close(&format!("server '{}' is stopping", shared.name));
-        conn.close_stdin();
-        let grace = shared.cfg.stop_grace;
-        let exited = tokio::time::timeout(STDIN_GRACE.min(grace), child.wait()).await;
-        if exited.is_err() {
-            spawn::signal_group(pid, libc::SIGTERM);
-            if tokio::time::timeout(grace, child.wait()).await.is_err() {
-                spawn::signal_group(pid, libc::SIGKILL);
-                let _ = child.wait().await;
-            }
-        }
-        spawn::signal_group(pid, libc::SIGKILL);
-        let _ = tokio::time::timeout(DRAIN_SETTLE, drain).await;
-    }
-
-    /// Fails pending calls with `reason`, then SIGKILLs the group at once (a broken,
-    /// wedged or dead instance: the leader's grandchildren must not outlive it). The
-    /// caller reaps the leader.
-    fn kill_now(&self, conn: &Connection, pid: u32, reason: &str) {
-        conn.close(&format!("server '{}' {reason}", self.shared.name));
-        spawn::signal_group(pid, libc::SIGKILL);
-    }
-}
-
-/// When the instance is over (every path out of `run_instance` has reaped the child and
-/// SIGKILLed its group by then): unregisters its process group from the guard, and ends
-/// what escaped the group during the run ([`crate::reaper`]).
-struct GroupRegistration {
-    guard: Option<Arc<crate::guard::Guard>>,
-    reaper: Option<Arc<crate::reaper::Reaper>>,
-    server: String,
-    pid: u32,
-}
-
-impl Drop for GroupRegistration {
-    fn drop(&mut self) {
-        if let Some(guard) = &self.guard {
-            guard.unregister(self.pid);
-        }
-        spawn::forget_spawned(self.pid);
-        if let Some(reaper) = &self.reaper {
-            reaper.server_ended(&self.server);
-        }
-    }
-}
-
-/// The line written to a server's log file before each instance's stderr, so runs are
-/// told apart: `──── 2026-11-23T13:45:01Z server 'x' started (pid 4242) ────`.
-fn run_header(name: &str, pid: u32) -> String {
-    let ts = corral_events::now_rfc3339();
-    let secs = ts.get(..19).map_or(ts.clone(), |s| format!("{s}Z"));
-    format!("──── {secs} server '{name}' started (pid {pid}) ────")
 }
 
 /// Appends the last stderr lines to a message, indented, when there are any.
@@ -1348,8 +875,6 @@ async fn refresh_tools(shared: Arc<Shared>, conn: Arc<Connection>) {
         .with("tools", tools.len())
         .with("added", added)
         .with("removed", removed);
-    let count = tools.len();
     *shared.tools.write().unwrap() = Arc::new(tools);
-    shared.status.send_modify(|s| s.tool_count = count);
     shared.emit(ev);
 }

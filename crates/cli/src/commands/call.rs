@@ -134,7 +134,7 @@ pub async fn run(
                 // The server died under the call: wait (briefly) for the supervisor to
                 // record the death, so the stderr lines that explain it can be shown.
                 let mut watch = handle.watch();
-                let settled = watch.wait_for(|s| s.state != ServerState::Ready);
+                let settled = watch.wait_for(|s| s.state() != ServerState::Ready);
                 let _ = tokio::time::timeout(Duration::from_secs(2), settled).await;
                 let tail = handle.status().last_stderr_tail;
                 Err(Failure::Op(with_tail(&e.to_string(), &tail)))
