@@ -38,6 +38,8 @@ pub(crate) struct Instance {
     /// Output drains; each ends at EOF of its pipe, awaited (bounded) after the death so
     /// the logs and rings hold the run's last words.
     drains: Vec<JoinHandle<()>>,
+    /// Other tasks of the run (a writer to its stdin): ended with it.
+    tasks: Vec<JoinHandle<()>>,
     contain: Containment,
     /// The unit's tag in the reaper (the `CORRAL_SERVER` value of its processes).
     tag: String,
@@ -67,6 +69,7 @@ impl Instance {
             started: Instant::now(),
             exit: None,
             drains: Vec::new(),
+            tasks: Vec::new(),
             contain: contain.clone(),
             tag: tag.to_owned(),
         }
@@ -97,6 +100,12 @@ impl Instance {
     /// Runs `drain` (reading one of the child's outputs to EOF) for the life of the run.
     pub(crate) fn drain(&mut self, drain: impl Future<Output = ()> + Send + 'static) {
         self.drains.push(tokio::spawn(drain));
+    }
+
+    /// Runs `task` (one that serves the run, like the writer to its stdin) until the run
+    /// ends.
+    pub(crate) fn task(&mut self, task: impl Future<Output = ()> + Send + 'static) {
+        self.tasks.push(tokio::spawn(task));
     }
 
     /// Waits for the child to exit and reaps it. Cancel-safe, and idempotent: once
@@ -174,8 +183,8 @@ impl Drop for Instance {
         if self.exit.is_none() {
             self.kill();
         }
-        for d in &self.drains {
-            d.abort();
+        for t in self.drains.iter().chain(&self.tasks) {
+            t.abort();
         }
         if let Some(guard) = &self.contain.guard {
             guard.unregister(self.pid);

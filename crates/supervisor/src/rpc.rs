@@ -173,13 +173,19 @@ pub struct Connection {
 const CLOSE_SETTLE: Duration = Duration::from_secs(1);
 
 impl Connection {
-    /// Starts the reader and writer tasks over the child's pipes.
-    pub fn start(
+    /// A connection over the child's pipes, with its writer and reader: the caller runs
+    /// both for the life of the instance (they end when the pipes close; see
+    /// [`Instance::drain`](crate::instance::Instance)).
+    pub fn new(
         stdin: impl AsyncWrite + Unpin + Send + 'static,
         stdout: impl AsyncRead + Unpin + Send + 'static,
         max_concurrency: Option<usize>,
         sink: Arc<dyn StdoutSink>,
-    ) -> Arc<Connection> {
+    ) -> (
+        Arc<Connection>,
+        impl Future<Output = ()> + Send + 'static,
+        impl Future<Output = ()> + Send + 'static,
+    ) {
         let (tx, rx) = mpsc::unbounded_channel();
         let conn = Arc::new_cyclic(|me| Connection {
             me: me.clone(),
@@ -191,8 +197,22 @@ impl Connection {
             framing_reported: AtomicBool::new(false),
             closed_notify: Notify::new(),
         });
-        tokio::spawn(write_loop(stdin, rx));
-        tokio::spawn(read_loop(stdout, Arc::downgrade(&conn), sink));
+        let writer = write_loop(stdin, rx);
+        let reader = read_loop(stdout, conn.clone(), sink);
+        (conn, writer, reader)
+    }
+
+    /// [`Connection::new`] with its writer and reader spawned, for tests and tools that
+    /// do not own an instance.
+    pub fn start(
+        stdin: impl AsyncWrite + Unpin + Send + 'static,
+        stdout: impl AsyncRead + Unpin + Send + 'static,
+        max_concurrency: Option<usize>,
+        sink: Arc<dyn StdoutSink>,
+    ) -> Arc<Connection> {
+        let (conn, writer, reader) = Connection::new(stdin, stdout, max_concurrency, sink);
+        tokio::spawn(writer);
+        tokio::spawn(reader);
         conn
     }
 
@@ -489,9 +509,10 @@ struct ErrorObject {
     data: Option<Box<RawValue>>,
 }
 
+/// Reads the child's stdout to EOF, dispatching each message.
 async fn read_loop(
     stdout: impl AsyncRead + Unpin,
-    conn: std::sync::Weak<Connection>,
+    conn: Arc<Connection>,
     sink: Arc<dyn StdoutSink>,
 ) {
     use crate::lines::{LineRead, read_line_bounded};
@@ -503,9 +524,7 @@ async fn read_loop(
             line = Vec::with_capacity(4096);
         }
         line.clear();
-        let read = read_line_bounded(&mut reader, &mut line, MAX_MESSAGE).await;
-        let Some(conn) = conn.upgrade() else { break };
-        match read {
+        match read_line_bounded(&mut reader, &mut line, MAX_MESSAGE).await {
             Ok(LineRead::Eof) | Err(_) => break,
             Ok(LineRead::TooLong { len }) => {
                 too_long(&conn, &line, len, &*sink);

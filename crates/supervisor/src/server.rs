@@ -230,12 +230,14 @@ impl Role for Shared {
             noise_count: AtomicU64::new(0),
             redactor: Mutex::new(self.cfg.redactor()),
         });
-        let conn = Connection::start(
+        let (conn, writer, reader) = Connection::new(
             inst.take_stdin().expect("stdin piped"),
             inst.take_stdout().expect("stdout piped"),
             self.cfg.max_concurrency.map(|n| n.get() as usize),
             sink,
         );
+        inst.task(writer);
+        inst.drain(reader);
         let (wedged_tx, wedged) = mpsc::unbounded_channel();
         ServerRun {
             shared,
