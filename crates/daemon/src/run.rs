@@ -5,7 +5,7 @@ use crate::lock::FileLock;
 use crate::paths::Paths;
 use crate::protocol::{Reply, Request};
 use corral_config::{Config, HttpAuth, Listen, ServerConfig, Transport};
-use corral_events::{Event, EventBus};
+use corral_events::{Event, EventBus, Kind, Source};
 use corral_gateway::builtin::server_row;
 use corral_gateway::catalog::{Lookup, Route};
 use corral_gateway::http::{HttpGateway, HttpOptions};
@@ -70,7 +70,7 @@ pub type EventSink = Box<dyn Fn(&Event, bool) + Send + Sync>;
 
 /// Whether `ev` is a server's whose stderr lines go to the console (it is not `quiet`).
 fn on_console(hub: &std::sync::Weak<Hub>, ev: &Event) -> bool {
-    let Some(name) = ev.source.strip_prefix("server:") else {
+    let Some(name) = ev.server() else {
         return false;
     };
     hub.upgrade()
@@ -106,9 +106,6 @@ struct State {
     /// shutdown, so the daemon knows when the last follower has its `daemon.stopped`.
     followers: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<()>>>,
 }
-
-/// The last event of a daemon's life.
-const DAEMON_STOPPED: &str = "daemon.stopped";
 
 impl State {
     fn servers(&self) -> Arc<BTreeMap<String, ServerHandle>> {
@@ -178,7 +175,10 @@ pub async fn run(
     // daemon runs.
     let containment = sopts.contain(opts.guard_exe.as_deref());
     for problem in &containment {
-        bus.emit(Event::new("daemon.containment_failed", "corral").with("reason", problem.clone()));
+        bus.emit(
+            Event::new(Kind::DaemonContainmentFailed, Source::Corral)
+                .with("reason", problem.clone()),
+        );
     }
     let supervisor = Supervisor::start(
         config
@@ -248,13 +248,13 @@ pub async fn run(
     };
     if let Some(reason) = &info.http_error {
         bus.emit(
-            Event::new("gateway.listen_failed", "corral")
+            Event::new(Kind::GatewayListenFailed, Source::Corral)
                 .with("listen", config.gateway.listen.to_string())
                 .with("reason", reason.clone()),
         );
     }
     bus.emit(
-        Event::new("daemon.started", "corral")
+        Event::new(Kind::DaemonStarted, Source::Corral)
             .with("pid", info.pid)
             .with("endpoint", info.endpoint.clone())
             .with("servers", servers.len()),
@@ -306,7 +306,7 @@ pub async fn run(
     if let Some(task) = http_task {
         let _ = task.await;
     }
-    bus.emit(Event::new(DAEMON_STOPPED, "corral").with("pid", state.info.pid));
+    bus.emit(Event::new(Kind::DaemonStopped, Source::Corral).with("pid", state.info.pid));
     // Event followers end with that event; give them a moment to send it.
     let following = state.followers.lock().unwrap().take();
     drop(following);
@@ -458,7 +458,7 @@ async fn serve_client(state: Arc<State>, stream: UnixStream) {
                 match rx.recv().await {
                     Ok(ev) => {
                         if send_line(&mut write, &ev.to_json_line()).await.is_err()
-                            || ev.kind == DAEMON_STOPPED
+                            || ev.is(Kind::DaemonStopped)
                         {
                             return;
                         }
@@ -614,9 +614,9 @@ async fn reload(state: &State) -> Reply {
         Ok(c) => c,
         Err(e) => {
             let msg = format!("config not reloaded, nothing changed:\n{e}");
-            state
-                .bus
-                .emit(Event::new("daemon.reload_failed", "corral").with("reason", msg.clone()));
+            state.bus.emit(
+                Event::new(Kind::DaemonReloadFailed, Source::Corral).with("reason", msg.clone()),
+            );
             return Reply::err(msg);
         }
     };
@@ -664,7 +664,7 @@ async fn reload(state: &State) -> Reply {
         "unchanged": unchanged,
         "warnings": warnings,
     });
-    let mut ev = Event::new("daemon.reloaded", "corral");
+    let mut ev = Event::new(Kind::DaemonReloaded, Source::Corral);
     if let Value::Object(m) = &data {
         ev.data.extend(m.clone());
     }
