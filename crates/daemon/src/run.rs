@@ -5,6 +5,7 @@ use crate::lock::FileLock;
 use crate::paths::Paths;
 use crate::protocol::{Reply, Request};
 use corral_config::{Config, HttpAuth, Listen, ServerConfig, Transport};
+use corral_events::rows::{DaemonStatus, PsReply};
 use corral_events::{Event, EventBus, Kind, Source};
 use corral_gateway::builtin::server_row;
 use corral_gateway::catalog::{Lookup, Route};
@@ -674,11 +675,12 @@ async fn reload(state: &State) -> Reply {
 
 async fn handle(state: &State, request: Request) -> Reply {
     match request {
-        Request::Status => Reply::ok(status(state)),
-        Request::Ps => Reply::ok(json!({
-            "daemon": status(state),
-            "servers": state.servers().values().map(server_row).collect::<Vec<_>>(),
-        })),
+        Request::Status => Reply::ok_of(&status(state)),
+        Request::Ps => Reply::ok_of(&PsReply {
+            daemon: status(state),
+            servers: state.servers().values().map(server_row).collect(),
+            processes: None,
+        }),
         Request::Tools { server } => {
             let servers = state.servers();
             let mut failed = Vec::new();
@@ -755,7 +757,7 @@ async fn handle(state: &State, request: Request) -> Reply {
                 Request::Start { .. } => h.start().await,
                 _ => {
                     h.stop().await;
-                    return Reply::ok(server_row(&h));
+                    return Reply::ok_of(&server_row(&h));
                 }
             }
             settle(&h).await
@@ -789,7 +791,7 @@ fn cli_message(e: &corral_supervisor::CallError, h: &ServerHandle) -> String {
 /// reports its row — or why it is not ready.
 async fn settle(h: &ServerHandle) -> Reply {
     match h.wait_ready(h.config().startup_timeout).await {
-        Ok(()) => Reply::ok(server_row(h)),
+        Ok(()) => Reply::ok_of(&server_row(h)),
         Err(_) => Reply::err(format!(
             "server '{}' did not become ready: {}",
             h.name(),
@@ -798,16 +800,16 @@ async fn settle(h: &ServerHandle) -> Reply {
     }
 }
 
-fn status(state: &State) -> Value {
-    json!({
-        "pid": state.info.pid,
-        "endpoint": state.info.endpoint,
-        "config": state.config.read().unwrap().path,
-        "socket": state.info.socket,
-        "version": env!("CARGO_PKG_VERSION"),
-        "agents": state.hub.session_count(),
-        "http_error": state.info.http_error,
-        "warnings": state.info.warnings,
-        "http_sessions": state.http.as_ref().map_or(0, |h| h.session_count()),
-    })
+fn status(state: &State) -> DaemonStatus {
+    DaemonStatus {
+        pid: state.info.pid,
+        endpoint: state.info.endpoint.clone(),
+        config: state.config.read().unwrap().path.clone(),
+        socket: state.info.socket.clone(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        agents: state.hub.session_count(),
+        http_error: state.info.http_error.clone(),
+        warnings: state.info.warnings.clone(),
+        http_sessions: state.http.as_ref().map_or(0, |h| h.session_count()),
+    }
 }

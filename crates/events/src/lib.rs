@@ -14,9 +14,11 @@
 //! ([`Event::new`]) and read back through them ([`Event::kind`], [`Event::server`]), so a
 //! misspelled kind is a compile error, not an event nobody matches. On the wire both
 //! stay the documented strings, and `Event`'s fields stay strings, because a journal may
-//! hold kinds and sources this version does not know.
+//! hold kinds and sources this version does not know. The rows `corral ps` reads are in
+//! [`rows`].
 
 mod kind;
+pub mod rows;
 mod source;
 
 pub use kind::{Kind, UnknownKind};
