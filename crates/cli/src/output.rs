@@ -3,7 +3,7 @@
 //! through [`Style::shown`] so that its escape sequences are shown on a terminal, not
 //! obeyed; files and `--json` get it as it is.
 
-use corral_events::Event;
+use corral_events::{Event, Kind};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::io::IsTerminal;
@@ -100,7 +100,7 @@ fn render(ev: &Event, style: Style, stderr_shown: bool) -> String {
     let time = ev.ts.get(11..19).unwrap_or(&ev.ts);
     let summary = summary(ev);
     let summary = style.shown(&summary);
-    let (on, off) = match (color, severity(&ev.kind)) {
+    let (on, off) = match (color, severity(ev.kind())) {
         (false, _) => ("", ""),
         (true, 2) => ("\x1b[31m", "\x1b[0m"),
         (true, 1) => ("\x1b[33m", "\x1b[0m"),
@@ -131,10 +131,15 @@ fn render(ev: &Event, style: Style, stderr_shown: bool) -> String {
     out
 }
 
-fn severity(kind: &str) -> u8 {
+fn severity(kind: Option<Kind>) -> u8 {
     match kind {
-        "server.crashed" | "server.start_failed" | "server.gave_up" => 2,
-        "server.restarting" | "server.noise" | "server.call_timeout" | "gateway.listen_failed" => 1,
+        Some(Kind::ServerCrashed | Kind::ServerStartFailed | Kind::ServerGaveUp) => 2,
+        Some(
+            Kind::ServerRestarting
+            | Kind::ServerNoise
+            | Kind::ServerCallTimeout
+            | Kind::GatewayListenFailed,
+        ) => 1,
         _ => 0,
     }
 }
@@ -143,25 +148,28 @@ fn summary(ev: &Event) -> String {
     let d = &ev.data;
     let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("");
     let n = |k: &str| d.get(k).and_then(Value::as_u64).unwrap_or(0);
-    match ev.kind.as_str() {
-        "server.starting" => format!("{} {}", s("command"), join_args(d.get("args"))),
-        "server.ready" => format!(
+    let Some(kind) = ev.kind() else {
+        return s("reason").to_owned();
+    };
+    match kind {
+        Kind::ServerStarting => format!("{} {}", s("command"), join_args(d.get("args"))),
+        Kind::ServerReady => format!(
             "{} tools, protocol {}, {} ms",
             n("tools"),
             s("protocol_version"),
             n("startup_ms")
         ),
-        "server.restarting" => format!("attempt {} in {} ms", n("attempt"), n("delay_ms")),
-        "server.noise" => format!("stdout: {}", s("line")),
-        "server.call_timeout" => format!("{} timed out after {} ms", s("tool"), n("after_ms")),
-        "server.tools_changed" => format!("{} tools", n("tools")),
-        "agent.connected" => format!(
+        Kind::ServerRestarting => format!("attempt {} in {} ms", n("attempt"), n("delay_ms")),
+        Kind::ServerNoise => format!("stdout: {}", s("line")),
+        Kind::ServerCallTimeout => format!("{} timed out after {} ms", s("tool"), n("after_ms")),
+        Kind::ServerToolsChanged => format!("{} tools", n("tools")),
+        Kind::AgentConnected => format!(
             "session {} ({}, {})",
             n("session"),
             s("client"),
             s("transport")
         ),
-        "agent.disconnected" => format!(
+        Kind::AgentDisconnected => format!(
             "session {} ({}, {}): {} after {}s",
             n("session"),
             s("client"),
@@ -169,7 +177,7 @@ fn summary(ev: &Event) -> String {
             s("reason"),
             n("connected_s")
         ),
-        "daemon.started" => match d.get("endpoint").and_then(Value::as_str) {
+        Kind::DaemonStarted => match d.get("endpoint").and_then(Value::as_str) {
             Some(endpoint) => format!("pid {}, {endpoint}", n("pid")),
             None => format!("pid {}, no HTTP endpoint", n("pid")),
         },
@@ -191,6 +199,7 @@ fn join_args(args: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use corral_events::Source;
 
     #[test]
     fn table_aligns_columns() {
@@ -203,7 +212,7 @@ mod tests {
 
     #[test]
     fn event_line_includes_tail() {
-        let ev = Event::new("server.crashed", "server:py")
+        let ev = Event::new(Kind::ServerCrashed, Source::server("py"))
             .with("reason", "exited with code 1")
             .with("stderr_tail", vec!["Traceback", "ModuleNotFoundError: x"]);
         let line = render_event(&ev, Style::PLAIN);
@@ -220,7 +229,7 @@ mod tests {
 
     #[test]
     fn terminal_escapes_in_events_are_shown_escaped_on_a_terminal_and_kept_elsewhere() {
-        let ev = Event::new("server.crashed", "server:py")
+        let ev = Event::new(Kind::ServerCrashed, Source::server("py"))
             .with("reason", "exited \x1b]0;pwned\x07")
             .with("stderr_tail", vec!["\x1b[2Jcleared"]);
         let terminal = Style {
@@ -240,7 +249,7 @@ mod tests {
         let plain = render_event(&ev, Style::PLAIN);
         assert!(plain.contains("exited \x1b]0;pwned\x07"), "{plain:?}");
         assert!(plain.ends_with("\n    \x1b[2Jcleared"), "{plain:?}");
-        let noise = Event::new("server.noise", "server:py").with("line", "\x1b[31mred");
+        let noise = Event::new(Kind::ServerNoise, Source::server("py")).with("line", "\x1b[31mred");
         assert!(render_event(&noise, terminal).contains("stdout: ^[[31mred"));
     }
 }

@@ -139,6 +139,13 @@ pub async fn daemon_request(
     })
 }
 
+/// A daemon reply's data read as one of the typed rows (`corral_events::rows`): the
+/// daemon writes the same type, so this fails only against a daemon that is not ours.
+pub fn reply_as<T: serde::de::DeserializeOwned>(data: serde_json::Value) -> Result<T, Failure> {
+    serde_json::from_value(data)
+        .map_err(|e| Failure::Op(format!("cannot read the daemon's reply: {e}")))
+}
+
 /// Whether a daemon answers on this project's socket.
 pub async fn daemon_running(config: &Config) -> bool {
     corral_daemon::client::connect(&paths(config)).await.is_ok()

@@ -230,6 +230,41 @@ fn control_commands_work_in_text_and_json() {
     assert_eq!(row["state"], "ready", "{r:?}");
     assert_ne!(row["pid"].as_u64().unwrap() as u32, before);
 
+    // The rows are one type: what the daemon writes, `ps --json` carries and the CLI's
+    // `ps` table shows agree field by field.
+    let r = p.run(&["ps", "--json"]);
+    let typed: corral_events::rows::PsReply = serde_json::from_str(&r.stdout()).unwrap();
+    let other = typed.servers.iter().find(|s| s.name == "other").unwrap();
+    assert_eq!(
+        (other.state.as_str(), other.pid),
+        ("ready", row["pid"].as_u64().map(|p| p as u32))
+    );
+    assert_eq!(
+        typed.daemon.pid,
+        ps(&p)["daemon"]["pid"].as_u64().unwrap() as u32
+    );
+    let text = p.run(&["ps"]).stdout();
+    let cols: Vec<&str> = text
+        .lines()
+        .find(|l| l.starts_with("other "))
+        .unwrap_or_else(|| panic!("{text}"))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        (cols[1], cols[2], cols[4], cols[5]),
+        (
+            "ready",
+            other.pid.unwrap().to_string().as_str(),
+            other.restarts.to_string().as_str(),
+            other.tools.to_string().as_str()
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("PROCESS"),
+        "no processes, no second table: {text}"
+    );
+
     let r = p.run(&["stop", "other"]);
     assert_eq!(r.stdout(), "other: stopped\n", "{r:?}");
     let r = p.run(&["start", "other"]);

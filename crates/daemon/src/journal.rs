@@ -2,7 +2,7 @@
 //! line, rotated to `events.jsonl.1` at a fixed size, so a crash and its stderr tail are
 //! still there after the daemon restarts.
 
-use corral_events::{Event, EventBus};
+use corral_events::{Event, EventBus, Kind, Source};
 use corral_gateway::builtin::tail_of_file;
 use corral_supervisor::stderr::LogFile;
 use std::path::{Path, PathBuf};
@@ -19,9 +19,8 @@ pub fn spawn_writer(bus: &EventBus, path: PathBuf) -> tokio::task::JoinHandle<()
         loop {
             match rx.recv().await {
                 Ok(ev) => journal.append(&ev),
-                Err(RecvError::Lagged(n)) => {
-                    journal.append(&Event::new("journal.lagged", "corral").with("dropped", n))
-                }
+                Err(RecvError::Lagged(n)) => journal
+                    .append(&Event::new(Kind::JournalLagged, Source::Corral).with("dropped", n)),
                 Err(RecvError::Closed) => return,
             }
         }
@@ -84,7 +83,7 @@ mod tests {
         let bus = EventBus::new(16);
         let writer = spawn_writer(&bus, path.clone());
         for i in 0..5 {
-            bus.emit(Event::new("server.crashed", "server:a").with("n", i));
+            bus.emit(Event::new(Kind::ServerCrashed, Source::server("a")).with("n", i));
         }
         drop(bus);
         writer.await.unwrap();

@@ -8,9 +8,11 @@
 //! pid file's content, and a stale socket or pid file is detected and replaced, never
 //! trusted ([`lock`], [`paths`]).
 //!
-//! The daemon ([`run`]) runs the supervisor, the gateway (HTTP at `gateway.listen`) and a
-//! control socket (0600, in a 0700 directory) speaking newline-delimited JSON
-//! ([`protocol`]). Every event is appended to `.corral/events.jsonl` ([`journal`]).
+//! The daemon ([`run`], in `lifecycle.rs`) runs the supervisor, the gateway (HTTP at
+//! `gateway.listen`) and a control socket (0600, in a 0700 directory) speaking
+//! newline-delimited JSON ([`protocol`]): each connection's request is parsed once and
+//! dispatched once, to the module of its family (`control/`). Every event is appended to
+//! `.corral/events.jsonl` ([`journal`]). The HTTP bearer token is `token.rs`'s.
 //!
 //! `corral mcp` is a bridge: it connects to the socket (starting the daemon detached if
 //! none runs, serialized by a second lock so that agents starting together make exactly
@@ -25,16 +27,19 @@
 //! under, and refuses instead of recursing.
 
 pub mod client;
+mod control;
 pub mod fdpass;
 pub mod journal;
+mod lifecycle;
 pub mod lock;
 pub mod paths;
 pub mod protocol;
-mod run;
+mod token;
 
 /// Set by the daemon in its servers' environment: the path of its control socket.
 pub const DAEMON_SOCKET_ENV: &str = "CORRAL_DAEMON_SOCKET";
 
+pub use lifecycle::{DaemonError, DaemonInfo, DaemonOptions, EventSink, run};
 pub use paths::Paths;
 pub use protocol::{Reply, Request};
-pub use run::{DaemonError, DaemonInfo, DaemonOptions, EventSink, load_or_create_token, run};
+pub use token::load_or_create_token;

@@ -101,6 +101,11 @@ impl Reply {
         }
     }
 
+    /// A success carrying one of the typed rows (`corral_events::rows`).
+    pub fn ok_of(data: &impl Serialize) -> Reply {
+        Reply::ok(serde_json::to_value(data).expect("rows serialize"))
+    }
+
     pub fn err(message: impl Into<String>) -> Reply {
         Reply {
             ok: false,

@@ -9,6 +9,20 @@
 //! slow subscriber loses the oldest events (and learns how many), the supervisor does not
 //! wait for it. That is the right trade for a supervisor whose first duty is to keep
 //! draining its children.
+//!
+//! Kinds and sources are typed ([`Kind`], [`Source`]): events are made only from them
+//! ([`Event::new`]) and read back through them ([`Event::kind`], [`Event::server`]), so a
+//! misspelled kind is a compile error, not an event nobody matches. On the wire both
+//! stay the documented strings, and `Event`'s fields stay strings, because a journal may
+//! hold kinds and sources this version does not know. The rows `corral ps` reads are in
+//! [`rows`].
+
+mod kind;
+pub mod rows;
+mod source;
+
+pub use kind::{Kind, UnknownKind};
+pub use source::{Source, UnknownSource};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -30,14 +44,39 @@ pub struct Event {
 }
 
 impl Event {
-    /// A new event stamped with the current time.
-    pub fn new(kind: impl Into<String>, source: impl Into<String>) -> Self {
+    /// A new event stamped with the current time: `Event::new(Kind::ServerCrashed,
+    /// Source::server("files"))`.
+    ///
+    /// The arguments are generic only for the transition of crates/supervisor, which
+    /// still passes strings (see [`IntoKind`]); once it passes [`Kind`] and [`Source`],
+    /// the string impls go and this takes exactly those.
+    pub fn new(kind: impl IntoKind, source: impl IntoSource) -> Self {
         Event {
             ts: now_rfc3339(),
-            kind: kind.into(),
-            source: source.into(),
+            kind: kind.into_kind_string(),
+            source: source.into_source_string(),
             data: Map::new(),
         }
+    }
+
+    /// The kind, or `None` for one this version does not know (a newer daemon's journal).
+    pub fn kind(&self) -> Option<Kind> {
+        Kind::parse(&self.kind)
+    }
+
+    /// Whether this is an event of `kind`.
+    pub fn is(&self, kind: Kind) -> bool {
+        self.kind == kind.as_str()
+    }
+
+    /// What it is about, or `None` for a source this version does not know.
+    pub fn source(&self) -> Option<Source> {
+        Source::parse(&self.source)
+    }
+
+    /// The server it is about, when it is about one (without allocating).
+    pub fn server(&self) -> Option<&str> {
+        Source::server_of(&self.source)
     }
 
     /// Adds one field; fields named like the envelope (`ts`, `kind`, `source`) are refused
@@ -56,6 +95,67 @@ impl Event {
     /// The event as one JSON line (no trailing newline).
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("an Event always serializes")
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for crate::Kind {}
+    impl Sealed for crate::Source {}
+    impl Sealed for &str {}
+    impl Sealed for String {}
+}
+
+/// What [`Event::new`] takes as a kind: a [`Kind`].
+///
+/// TRANSITIONAL: also a `&str`, only so that crates/supervisor (which still calls
+/// `Event::new("server.crashed", …)`) compiles until it is converted to [`Kind`]; then
+/// the `&str` impl is deleted and a misspelled kind no longer compiles anywhere. Until
+/// then a string that is not a known kind fails a debug assertion. Do not add callers.
+pub trait IntoKind: sealed::Sealed {
+    #[doc(hidden)]
+    fn into_kind_string(self) -> String;
+}
+
+impl IntoKind for Kind {
+    fn into_kind_string(self) -> String {
+        self.as_str().to_owned()
+    }
+}
+
+/// TRANSITIONAL (crates/supervisor only; see [`IntoKind`]).
+#[doc(hidden)]
+impl IntoKind for &str {
+    fn into_kind_string(self) -> String {
+        debug_assert!(Kind::parse(self).is_some(), "unknown event kind '{self}'");
+        self.to_owned()
+    }
+}
+
+/// What [`Event::new`] takes as a source: a [`Source`].
+///
+/// TRANSITIONAL: also a `String` (`format!("server:{name}")`), only for crates/supervisor
+/// until it is converted, as for [`IntoKind`].
+pub trait IntoSource: sealed::Sealed {
+    #[doc(hidden)]
+    fn into_source_string(self) -> String;
+}
+
+impl IntoSource for Source {
+    fn into_source_string(self) -> String {
+        self.to_string()
+    }
+}
+
+/// TRANSITIONAL (crates/supervisor only; see [`IntoSource`]).
+#[doc(hidden)]
+impl IntoSource for String {
+    fn into_source_string(self) -> String {
+        debug_assert!(
+            Source::parse(&self).is_some(),
+            "unknown event source '{self}'"
+        );
+        self
     }
 }
 
@@ -100,7 +200,7 @@ mod tests {
 
     #[test]
     fn serializes_flat_with_envelope_first() {
-        let ev = Event::new("server.crashed", "server:files")
+        let ev = Event::new(Kind::ServerCrashed, Source::server("files"))
             .with("exit_code", 3)
             .with("stderr_tail", vec!["boom"]);
         let line = ev.to_json_line();
@@ -109,6 +209,18 @@ mod tests {
         assert!(line.contains(r#""exit_code":3"#));
         let back: Event = serde_json::from_str(&line).unwrap();
         assert_eq!(back, ev);
+        assert_eq!(back.kind(), Some(Kind::ServerCrashed));
+        assert_eq!(back.source(), Some(Source::server("files")));
+        assert_eq!(back.server(), Some("files"));
+    }
+
+    /// A journal line from a newer version: read, kept as it is, its kind unknown.
+    #[test]
+    fn unknown_kinds_and_sources_still_deserialize() {
+        let line = r#"{"ts":"2026-01-01T00:00:00.000Z","kind":"robot.arrived","source":"moon:base","x":1}"#;
+        let ev: Event = serde_json::from_str(line).unwrap();
+        assert_eq!((ev.kind(), ev.source(), ev.server()), (None, None, None));
+        assert_eq!(ev.to_json_line(), line);
     }
 
     #[test]
@@ -121,10 +233,10 @@ mod tests {
     #[tokio::test]
     async fn bus_fans_out_and_never_blocks_without_subscribers() {
         let bus = EventBus::new(4);
-        bus.emit(Event::new("x", "y")); // no subscriber: dropped, no error
+        bus.emit(Event::new(Kind::Alert, Source::Corral)); // no subscriber: dropped, no error
         let mut a = bus.subscribe();
         let mut b = bus.subscribe();
-        bus.emit(Event::new("server.ready", "server:a"));
+        bus.emit(Event::new(Kind::ServerReady, Source::server("a")));
         assert_eq!(a.recv().await.unwrap().kind, "server.ready");
         assert_eq!(b.recv().await.unwrap().kind, "server.ready");
     }

@@ -1,6 +1,7 @@
 //! Corral's own tools: see the servers, read their logs, restart one.
 
 use crate::jsonrpc;
+use corral_events::rows::ServerRow;
 use corral_supervisor::ServerHandle;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -106,21 +107,21 @@ fn pick<'a>(
 }
 
 /// One server as `corral ps --json` and the `servers` tool show it.
-pub fn server_row(h: &ServerHandle) -> Value {
+pub fn server_row(h: &ServerHandle) -> ServerRow {
     server_row_of(h, &h.status())
 }
 
-fn server_row_of(h: &ServerHandle, s: &corral_supervisor::ServerStatus) -> Value {
-    json!({
-        "name": s.name,
-        "state": s.state.as_str(),
-        "pid": s.pid,
-        "uptime_s": s.uptime().map(|d| d.as_secs()),
-        "restarts": s.restarts,
-        "tools": s.tool_count,
-        "in_flight": h.in_flight(),
-        "last_error": s.last_error,
-    })
+fn server_row_of(h: &ServerHandle, s: &corral_supervisor::ServerStatus) -> ServerRow {
+    ServerRow {
+        name: s.name.clone(),
+        state: s.state.as_str().to_owned(),
+        pid: s.pid,
+        uptime_s: s.uptime().map(|d| d.as_secs()),
+        restarts: s.restarts,
+        tools: s.tool_count,
+        in_flight: h.in_flight(),
+        last_error: s.last_error.clone(),
+    }
 }
 
 fn servers_table(servers: &BTreeMap<String, ServerHandle>) -> String {

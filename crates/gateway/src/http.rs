@@ -26,7 +26,7 @@ use crate::hub::{Hub, Outbound};
 use crate::jsonrpc::{self, Envelope};
 use crate::session::{PROTOCOL_VERSIONS, Session};
 use bytes::Bytes;
-use corral_events::Event;
+use corral_events::{Event, Kind, Source};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, StatusCode};
@@ -274,7 +274,7 @@ impl Outbound for HttpOutbound {
                 let unread = unread.load(Ordering::Relaxed) as u64;
                 if let Some(hub) = self.hub.upgrade() {
                     hub.emit(
-                        Event::new("agent.dropped", "corral")
+                        Event::new(Kind::AgentDropped, Source::Corral)
                             .with("session", s.session)
                             .with("transport", "http")
                             .with("stream", "GET")

@@ -6,7 +6,7 @@ use crate::catalog::Catalog;
 use crate::jsonrpc;
 use crate::session::{Session, SessionShared};
 use corral_config::ToolPrefix;
-use corral_events::{Event, EventBus};
+use corral_events::{Event, EventBus, Kind, Source};
 use corral_supervisor::rpc::Responder;
 use corral_supervisor::{
     IncomingRequest, Notification, NotificationHook, ServerHandle, ServerState,
@@ -252,7 +252,8 @@ impl Hub {
             if next.collisions != cur.collisions {
                 for c in &next.collisions {
                     self.bus.emit(
-                        Event::new("gateway.tool_collision", "gateway").with("reason", c.as_str()),
+                        Event::new(Kind::GatewayToolCollision, Source::Gateway)
+                            .with("reason", c.as_str()),
                     );
                 }
             }
@@ -617,28 +618,29 @@ async fn watch_events(hub: std::sync::Weak<Hub>, mut events: broadcast::Receiver
             Err(broadcast::error::RecvError::Closed) => return,
         };
         let Some(hub) = hub.upgrade() else { return };
-        let Some(server) = ev.source.strip_prefix("server:") else {
+        let Some(server) = ev.server() else {
             continue;
         };
-        match ev.kind.as_str() {
-            "server.ready"
-            | "server.crashed"
-            | "server.stopped"
-            | "server.gave_up"
-            | "server.tools_changed" => {
-                hub.rebuild();
-                if ev.kind != "server.tools_changed" {
-                    for (cap, method) in [
-                        ("resources", "notifications/resources/list_changed"),
-                        ("prompts", "notifications/prompts/list_changed"),
-                    ] {
-                        if hub.server_has(server, cap) {
-                            hub.broadcast(&jsonrpc::notification(method, None));
-                        }
-                    }
+        let Some(
+            kind @ (Kind::ServerReady
+            | Kind::ServerCrashed
+            | Kind::ServerStopped
+            | Kind::ServerGaveUp
+            | Kind::ServerToolsChanged),
+        ) = ev.kind()
+        else {
+            continue;
+        };
+        hub.rebuild();
+        if kind != Kind::ServerToolsChanged {
+            for (cap, method) in [
+                ("resources", "notifications/resources/list_changed"),
+                ("prompts", "notifications/prompts/list_changed"),
+            ] {
+                if hub.server_has(server, cap) {
+                    hub.broadcast(&jsonrpc::notification(method, None));
                 }
             }
-            _ => {}
         }
     }
 }

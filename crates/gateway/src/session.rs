@@ -11,7 +11,7 @@ use crate::catalog::Route;
 use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
 use crate::jsonrpc::{self, Envelope, Request};
 use crate::naming;
-use corral_events::Event;
+use corral_events::{Event, Kind, Source};
 use corral_supervisor::rpc::push_single_line;
 use corral_supervisor::{CallError, RpcError, ServerState};
 use serde::Deserialize;
@@ -77,7 +77,7 @@ impl SessionShared {
     pub(crate) fn disconnected_event(&self, reason: &str) -> Option<Event> {
         let client = self.client.lock().unwrap().clone()?;
         Some(
-            Event::new("agent.disconnected", "corral")
+            Event::new(Kind::AgentDisconnected, Source::Corral)
                 .with("session", self.id)
                 .with("transport", self.transport)
                 .with("client", client)
@@ -365,7 +365,7 @@ impl Session {
             .is_none()
         {
             self.hub.emit(
-                Event::new("agent.connected", "corral")
+                Event::new(Kind::AgentConnected, Source::Corral)
                     .with("session", self.shared.id)
                     .with("transport", self.shared.transport)
                     .with("client", client)

@@ -3,7 +3,7 @@
 use crate::Session;
 use crate::hub::{Hub, Outbound};
 use crate::jsonrpc;
-use corral_events::Event;
+use corral_events::{Event, Kind, Source};
 use corral_supervisor::lines::{LineRead, read_line_bounded, top_level_id};
 use serde_json::value::RawValue;
 use std::sync::Arc;
@@ -117,7 +117,7 @@ pub async fn serve(
         () = state.dropped.notified() => {
             // The agent stopped reading: drop the session rather than buffer for it.
             hub.emit(
-                Event::new("agent.dropped", "corral")
+                Event::new(Kind::AgentDropped, Source::Corral)
                     .with("session", session.id())
                     .with("transport", "stdio")
                     .with(

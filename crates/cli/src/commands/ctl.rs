@@ -5,6 +5,7 @@ use crate::project;
 use crate::{CmdResult, Failure, output};
 use corral_daemon::Request;
 use corral_daemon::client::ClientError;
+use corral_events::rows::{PsReply, ServerRow};
 use serde_json::Value;
 use std::path::Path;
 use tokio::io::AsyncBufReadExt;
@@ -16,14 +17,27 @@ pub async fn ps(config: Option<&Path>, json: bool) -> CmdResult {
         println!("{data}");
         return Ok(());
     }
-    let d = &data["daemon"];
+    let reply: PsReply = project::reply_as(data)?;
+    let d = &reply.daemon;
     println!(
         "daemon pid {}  endpoint {}  agents {}",
-        d["pid"],
-        d["endpoint"].as_str().unwrap_or("none"),
-        d["agents"]
+        d.pid,
+        d.endpoint.as_deref().unwrap_or("none"),
+        d.agents
     );
     super::up::warn_of(d);
+    print!("{}", ps_tables(&reply, output::color_stdout()));
+    Ok(())
+}
+
+/// The tables `corral ps` prints under the daemon's line: the servers, and — when the
+/// daemon runs dev processes — those after them.
+fn ps_tables(reply: &PsReply, color: bool) -> String {
+    let shown = |s: &Option<String>| {
+        output::Style::stdout()
+            .shown(s.as_deref().unwrap_or(""))
+            .into_owned()
+    };
     let mut rows = vec![vec![
         "NAME".into(),
         "STATE".into(),
@@ -33,29 +47,56 @@ pub async fn ps(config: Option<&Path>, json: bool) -> CmdResult {
         "TOOLS".into(),
         "LAST ERROR".into(),
     ]];
-    let color = output::color_stdout();
-    for s in data["servers"].as_array().into_iter().flatten() {
-        let state = s["state"].as_str().unwrap_or("?");
-        let painted = match (color, state) {
-            (false, _) => state.to_owned(),
-            (true, "ready") => format!("\x1b[32m{state}\x1b[0m"),
-            (true, "starting" | "backoff") => format!("\x1b[33m{state}\x1b[0m"),
-            (true, _) => format!("\x1b[31m{state}\x1b[0m"),
-        };
+    for s in &reply.servers {
         rows.push(vec![
-            s["name"].as_str().unwrap_or("").to_owned(),
-            painted,
-            s["pid"].as_u64().map_or("-".into(), |p| p.to_string()),
-            s["uptime_s"].as_u64().map_or("-".into(), human_duration),
-            s["restarts"].to_string(),
-            s["tools"].to_string(),
-            output::Style::stdout()
-                .shown(s["last_error"].as_str().unwrap_or(""))
-                .into_owned(),
+            s.name.clone(),
+            painted(&s.state, color),
+            s.pid.map_or("-".into(), |p| p.to_string()),
+            s.uptime_s.map_or("-".into(), human_duration),
+            s.restarts.to_string(),
+            s.tools.to_string(),
+            shown(&s.last_error),
         ]);
     }
-    print!("{}", output::table(&rows));
-    Ok(())
+    let mut text = output::table(&rows);
+    let Some(processes) = reply.processes.as_ref().filter(|p| !p.is_empty()) else {
+        return text;
+    };
+    let mut rows = vec![vec![
+        "PROCESS".into(),
+        "STATE".into(),
+        "PID".into(),
+        "UPTIME".into(),
+        "RESTARTS".into(),
+        "READY".into(),
+        "LAST EXIT".into(),
+        "LAST ALERT".into(),
+    ]];
+    for p in processes {
+        rows.push(vec![
+            p.name.clone(),
+            painted(&p.state, color),
+            p.pid.map_or("-".into(), |p| p.to_string()),
+            p.uptime_s.map_or("-".into(), human_duration),
+            p.restarts.to_string(),
+            if p.ready { "yes" } else { "no" }.into(),
+            p.last_exit.as_ref().map_or("-".into(), ToString::to_string),
+            shown(&p.last_alert),
+        ]);
+    }
+    text.push('\n');
+    text.push_str(&output::table(&rows));
+    text
+}
+
+/// A state, green when all is well, yellow on the way, red otherwise.
+fn painted(state: &str, color: bool) -> String {
+    match (color, state) {
+        (false, _) => state.to_owned(),
+        (true, "ready" | "running") => format!("\x1b[32m{state}\x1b[0m"),
+        (true, "starting" | "backoff") => format!("\x1b[33m{state}\x1b[0m"),
+        (true, _) => format!("\x1b[31m{state}\x1b[0m"),
+    }
 }
 
 fn human_duration(s: u64) -> String {
@@ -197,17 +238,15 @@ pub async fn lifecycle(config: Option<&Path>, verb: &str, name: &str, json: bool
             name: name.to_owned(),
         },
     };
-    let row = named_request(&cfg, name, &req).await?;
+    let data = named_request(&cfg, name, &req).await?;
     if json {
-        println!("{row}");
+        println!("{data}");
     } else {
+        let row: ServerRow = project::reply_as(data)?;
         println!(
             "{name}: {}{}",
-            row["state"].as_str().unwrap_or("?"),
-            row["pid"]
-                .as_u64()
-                .map(|p| format!(" (pid {p})"))
-                .unwrap_or_default()
+            row.state,
+            row.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
         );
     }
     Ok(())
@@ -249,4 +288,63 @@ pub async fn errors(_config: Option<&Path>, _json: bool) -> CmdResult {
          `corral events` shows crashes with their stderr tails, `corral logs NAME` the rest"
             .into(),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_events::rows::{LastExit, ProcessRow};
+
+    fn reply(processes: Option<Vec<ProcessRow>>) -> PsReply {
+        PsReply {
+            servers: vec![ServerRow {
+                name: "files".into(),
+                state: "ready".into(),
+                pid: Some(42),
+                uptime_s: Some(75),
+                restarts: 1,
+                tools: 3,
+                ..ServerRow::default()
+            }],
+            processes,
+            ..PsReply::default()
+        }
+    }
+
+    #[test]
+    fn ps_shows_servers_and_processes_only_when_there_are_some() {
+        let servers_only = ps_tables(&reply(None), false);
+        assert_eq!(
+            servers_only,
+            "NAME   STATE  PID  UPTIME  RESTARTS  TOOLS  LAST ERROR\n\
+             files  ready  42   1m15s   1         3      \n"
+                .replace("      \n", "\n"),
+            "{servers_only}"
+        );
+        assert_eq!(ps_tables(&reply(Some(vec![])), false), servers_only);
+        let web = ProcessRow {
+            name: "web".into(),
+            state: "crashed".into(),
+            restarts: 2,
+            last_exit: Some(LastExit {
+                code: Some(1),
+                signal: None,
+            }),
+            last_alert: Some("Error: listen EADDRINUSE".into()),
+            command: "npm run dev".into(),
+            ..ProcessRow::default()
+        };
+        let both = ps_tables(&reply(Some(vec![web])), false);
+        let (first, second) = both.split_once("\n\n").expect("two tables");
+        assert_eq!(format!("{first}\n"), servers_only);
+        let lines: Vec<&str> = second.lines().collect();
+        assert!(lines[0].starts_with("PROCESS  STATE"), "{both}");
+        let cols: Vec<&str> = lines[1].split_whitespace().collect();
+        assert_eq!(
+            cols[..8],
+            ["web", "crashed", "-", "-", "2", "no", "code", "1"],
+            "{both}"
+        );
+        assert!(lines[1].ends_with("Error: listen EADDRINUSE"), "{both}");
+    }
 }

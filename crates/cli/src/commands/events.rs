@@ -4,7 +4,7 @@
 use crate::project::{self, Standalone};
 use crate::{CmdResult, Failure, output};
 use corral_daemon::Request;
-use corral_events::{Event, EventBus};
+use corral_events::{Event, EventBus, Kind};
 use std::path::Path;
 use tokio::io::AsyncBufReadExt;
 use tokio::sync::broadcast::error::RecvError;
@@ -49,7 +49,7 @@ pub async fn run(
             let mut stopped = false;
             while let Ok(Some(line)) = reader.next_line().await {
                 if let Ok(ev) = serde_json::from_str::<Event>(&line) {
-                    stopped = ev.kind == "daemon.stopped";
+                    stopped = ev.is(Kind::DaemonStopped);
                     show(ev);
                 }
             }

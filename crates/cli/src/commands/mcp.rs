@@ -10,7 +10,7 @@
 use crate::project::{self, Standalone};
 use crate::{CmdResult, Failure, output};
 use corral_daemon::Request;
-use corral_events::EventBus;
+use corral_events::{EventBus, Kind};
 use corral_gateway::{GatewayOptions, Hub, fdio};
 use std::path::Path;
 use tokio::io::AsyncWriteExt;
@@ -155,7 +155,7 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         .servers
         .values()
         .filter(|s| !s.quiet)
-        .map(|s| format!("server:{}", s.name))
+        .map(|s| s.name.clone())
         .collect();
     let style = output::Style {
         color: false,
@@ -164,8 +164,8 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
     tokio::spawn(async move {
         loop {
             match events.recv().await {
-                Ok(ev) if ev.kind != "server.noise" => {
-                    let shown = live.contains(&ev.source);
+                Ok(ev) if !ev.is(Kind::ServerNoise) => {
+                    let shown = ev.server().is_some_and(|s| live.contains(s));
                     eprintln!("{}", output::render_console_event(&ev, style, shown))
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}

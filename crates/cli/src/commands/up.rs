@@ -3,6 +3,7 @@
 use crate::project::{self, paths};
 use crate::{CmdResult, Failure, output};
 use corral_daemon::{DaemonError, DaemonOptions, Request};
+use corral_events::rows::DaemonStatus;
 use std::path::Path;
 
 /// A line on stdout / stderr that never panics: a daemon must not die because whoever
@@ -132,10 +133,11 @@ fn announce(info: &corral_daemon::DaemonInfo, detached: bool) {
 async fn detached(cfg: &corral_config::Config) -> CmdResult {
     let p = paths(cfg);
     if let Ok(status) = project::daemon_request(cfg, &Request::Status).await {
+        let status: DaemonStatus = project::reply_as(status)?;
         println!(
             "corral: daemon already running (pid {}), MCP endpoint {}",
-            status["pid"],
-            status["endpoint"].as_str().unwrap_or("none")
+            status.pid,
+            status.endpoint.as_deref().unwrap_or("none")
         );
         warn_of(&status);
         return Ok(());
@@ -145,15 +147,16 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
     corral_daemon::client::connect_or_start(&p, &exe, &cfg.path)
         .await
         .map_err(|e| Failure::Op(e.to_string()))?;
-    let status = project::daemon_request(cfg, &Request::Status).await?;
-    match status["endpoint"].as_str() {
+    let status: DaemonStatus =
+        project::reply_as(project::daemon_request(cfg, &Request::Status).await?)?;
+    match status.endpoint.as_deref() {
         Some(endpoint) => println!("corral: MCP endpoint {endpoint}"),
         None => println!("corral: no HTTP endpoint"),
     }
     warn_of(&status);
     println!(
         "corral: daemon started (pid {}); logs in {}; `corral down` stops it",
-        status["pid"],
+        status.pid,
         p.daemon_log.display()
     );
     Ok(())
@@ -161,12 +164,12 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
 
 /// Says why the daemon has no HTTP endpoint, if it has none, and whatever else it warns
 /// of (a guard that could not start).
-pub fn warn_of(status: &serde_json::Value) {
-    if let Some(why) = status["http_error"].as_str() {
+pub fn warn_of(status: &DaemonStatus) {
+    if let Some(why) = &status.http_error {
         eprintln!("corral: warning: {why}");
     }
-    for w in status["warnings"].as_array().into_iter().flatten() {
-        eprintln!("corral: warning: {}", w.as_str().unwrap_or_default());
+    for w in &status.warnings {
+        eprintln!("corral: warning: {w}");
     }
 }
 

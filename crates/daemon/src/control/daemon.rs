@@ -1,0 +1,34 @@
+//! The daemon itself: `status` and `shutdown`.
+
+use super::State;
+use crate::protocol::Reply;
+use corral_events::rows::DaemonStatus;
+use serde_json::json;
+
+/// `status`: the daemon's identity and health.
+pub(crate) fn status(state: &State) -> Reply {
+    Reply::ok_of(&status_of(state))
+}
+
+/// `shutdown`: stop every server and exit (the accept loop sees the flag); answers with
+/// the pid and how many agent sessions end with it.
+pub(crate) fn shutdown(state: &State) -> Reply {
+    let agents = state.hub.session_count();
+    let _ = state.shutdown.send(true);
+    Reply::ok(json!({ "pid": state.info.pid, "agents": agents }))
+}
+
+/// The daemon's row (`status`, and `daemon` in `ps`).
+pub(crate) fn status_of(state: &State) -> DaemonStatus {
+    DaemonStatus {
+        pid: state.info.pid,
+        endpoint: state.info.endpoint.clone(),
+        config: state.config.read().unwrap().path.clone(),
+        socket: state.info.socket.clone(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        agents: state.hub.session_count(),
+        http_error: state.info.http_error.clone(),
+        warnings: state.info.warnings.clone(),
+        http_sessions: state.http.as_ref().map_or(0, |h| h.session_count()),
+    }
+}

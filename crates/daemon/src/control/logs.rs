@@ -1,0 +1,65 @@
+//! `logs`: a server's stderr log, and with `follow` its new lines as they come.
+
+use super::{State, send_line, unknown};
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+
+/// The `logs` request: the server's log lines, or the refusal of an unknown name.
+pub(crate) async fn stream(
+    state: &State,
+    name: &str,
+    lines: usize,
+    follow: bool,
+    write: &mut (impl AsyncWriteExt + Unpin),
+) {
+    let Some(h) = state.server(name) else {
+        let _ = write
+            .write_all(unknown(state, name).line().as_bytes())
+            .await;
+        return;
+    };
+    follow_log(h.log_path().to_owned(), lines, follow, write, state).await;
+}
+
+/// Log lines as `{"line": …}` JSON lines: the last `n`, then (with `follow`) new ones as
+/// the file grows, across rotations, until the client leaves or the daemon stops.
+async fn follow_log(
+    path: PathBuf,
+    n: usize,
+    follow: bool,
+    write: &mut (impl AsyncWriteExt + Unpin),
+    state: &State,
+) {
+    let text = corral_gateway::builtin::tail_of_file(&path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    for l in &all[all.len().saturating_sub(n)..] {
+        if send_line(write, &json!({ "line": l }).to_string())
+            .await
+            .is_err()
+        {
+            return;
+        }
+    }
+    if !follow {
+        return;
+    }
+    let mut follower = corral_supervisor::stderr::LogFollower::new(&path);
+    let mut stopping = state.shutdown.subscribe();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stopping.wait_for(|s| *s) => return,
+        }
+        for text in follower.poll() {
+            if send_line(write, &json!({ "line": text }).to_string())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! The daemon's life: the lock, the control socket and the HTTP endpoint bound, the
+//! supervisor and the gateway started, `ready` announced; then the accept loop (control
+//! connections go to [`crate::control`], SIGHUP reloads), and the orderly stop.
+
+use crate::control::{self, State};
+use crate::journal;
+use crate::lock::FileLock;
+use crate::paths::Paths;
+use crate::token::load_or_create_token;
+use corral_config::{Config, HttpAuth, Listen, ServerConfig, Transport};
+use corral_events::{Event, EventBus, Kind, Source};
+use corral_gateway::http::{HttpGateway, HttpOptions};
+use corral_gateway::{GatewayOptions, Hub};
+use corral_supervisor::{Console, NotificationHook, Supervisor, SupervisorOptions};
+use std::io::{Seek, SeekFrom, Write};
+use std::net::Ipv4Addr;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{broadcast, watch};
+
+/// Why the daemon could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(
+        "a daemon already runs for this project (pid {pid}); `corral ps` shows it, `corral down` stops it"
+    )]
+    AlreadyRunning { pid: u32 },
+    #[error("cannot {what} {}: {source}", path.display())]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub(crate) fn io<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> DaemonError + 'a {
+    move |source| DaemonError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// What a started daemon tells its caller.
+#[derive(Debug, Clone)]
+pub struct DaemonInfo {
+    pub pid: u32,
+    /// `http://ADDR/mcp`, or `None` when the HTTP endpoint could not listen.
+    pub endpoint: Option<String>,
+    /// Why there is no HTTP endpoint. Agents on stdio (`corral mcp`) are unaffected.
+    pub http_error: Option<String>,
+    /// What is not as it should be for as long as the daemon runs (the guard or the
+    /// subreaper could not be set up).
+    pub warnings: Vec<String>,
+    pub token: Option<String>,
+    pub socket: PathBuf,
+}
+
+/// A callback that sees every event; the flag says whether the event's server writes
+/// its stderr to the live console (`DaemonOptions::console`, and the server not `quiet`),
+/// so a crash's stderr tail was shown there already.
+pub type EventSink = Box<dyn Fn(&Event, bool) + Send + Sync>;
+
+/// Whether `ev` is a server's whose stderr lines go to the console (it is not `quiet`).
+fn on_console(hub: &std::sync::Weak<Hub>, ev: &Event) -> bool {
+    let Some(name) = ev.server() else {
+        return false;
+    };
+    hub.upgrade()
+        .and_then(|hub| hub.servers().get(name).map(|h| !h.config().quiet))
+        .unwrap_or(false)
+}
+
+/// How the daemon reports.
+#[derive(Default)]
+pub struct DaemonOptions {
+    /// Live `[server:name]` stderr lines (foreground `corral up`, the daemon log).
+    pub console: Option<Console>,
+    /// Called for every event (the foreground console prints them).
+    pub on_event: Option<EventSink>,
+    /// The program to re-run as the guard process (`corral __guard`).
+    pub guard_exe: Option<PathBuf>,
+}
+
+/// Runs the daemon for `config` until `stop` resolves or a client asks it to shut down.
+/// `ready` is called once everything listens (before the servers are ready).
+pub async fn run(
+    config: Config,
+    opts: DaemonOptions,
+    ready: impl FnOnce(&DaemonInfo),
+    stop: impl std::future::Future<Output = ()>,
+) -> Result<(), DaemonError> {
+    let paths = Paths::new(&config.path, &config.state_dir);
+    paths.prepare().map_err(io("create", &paths.state_dir))?;
+    let lock = FileLock::try_lock(&paths.pid).map_err(io("lock", &paths.pid))?;
+    let Some(lock) = lock else {
+        let pid = std::fs::read_to_string(&paths.pid)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0);
+        return Err(DaemonError::AlreadyRunning { pid });
+    };
+    write_pid(&lock).map_err(io("write", &paths.pid))?;
+
+    // We hold the lock, so any socket file left behind is stale.
+    let _ = std::fs::remove_file(&paths.socket);
+    let control = UnixListener::bind(&paths.socket).map_err(io("bind", &paths.socket))?;
+    std::fs::set_permissions(&paths.socket, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("protect", &paths.socket))?;
+
+    let token = match config.gateway.auth {
+        HttpAuth::Token => Some(load_or_create_token(&paths.state_dir)?),
+        HttpAuth::None => None,
+    };
+    let listener = bind_http(&config.gateway.listen, &paths.endpoint).await;
+    let _ = std::fs::remove_file(&paths.endpoint);
+    let local = match &listener {
+        Ok(l) => {
+            let local = l.local_addr().ok();
+            if let Some(addr) = local {
+                write_private(&paths.endpoint, &format!("http://{addr}/mcp\n"))
+                    .map_err(io("write", &paths.endpoint))?;
+            }
+            local
+        }
+        Err(_) => None,
+    };
+
+    let bus = EventBus::default();
+    let journal = journal::spawn_writer(&bus, paths.journal.clone());
+    // Subscribed now, so the sink sees every event; it starts once the hub exists.
+    let sink_rx = opts.on_event.as_ref().map(|_| bus.subscribe());
+    let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
+    let hook = NotificationHook::default();
+    let mut sopts = SupervisorOptions::new(bus.clone(), config.state_dir.join("logs"));
+    sopts.console = opts.console.clone();
+    sopts.requests = Some(req_tx);
+    sopts.on_notification = Some(hook.clone());
+    // Never dropped: each is an event, and a warning in `corral ps` for as long as the
+    // daemon runs.
+    let containment = sopts.contain(opts.guard_exe.as_deref());
+    for problem in &containment {
+        bus.emit(
+            Event::new(Kind::DaemonContainmentFailed, Source::Corral)
+                .with("reason", problem.clone()),
+        );
+    }
+    let supervisor = Supervisor::start(
+        config
+            .servers
+            .values()
+            .map(|s| child_config(s, &paths.socket)),
+        &sopts,
+    );
+    let servers = supervisor.handles();
+    let hub = Hub::start(
+        servers.clone(),
+        GatewayOptions {
+            tool_prefix: config.gateway.tool_prefix,
+            builtin_tools: config.gateway.builtin_tools,
+        },
+        bus.clone(),
+        Some(req_rx),
+        Some(hook),
+    );
+    if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
+        let hub = Arc::downgrade(&hub);
+        let console = opts.console.is_some();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(ev) => on_event(&ev, console && on_console(&hub, &ev)),
+                    Err(broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+    }
+    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    let (http, http_task) = match (listener, local) {
+        (Ok(listener), Some(local_addr)) => {
+            let http = HttpGateway::new(
+                hub.clone(),
+                HttpOptions {
+                    token: token.clone(),
+                    token_file: paths.state_dir.join("token"),
+                    local_addr,
+                    limits: corral_gateway::httpd::Limits::within_fd_limit(),
+                },
+            );
+            let task = {
+                let http = http.clone();
+                let mut rx = shutdown_rx.clone();
+                tokio::spawn(async move {
+                    http.serve(listener, async move {
+                        let _ = rx.wait_for(|s| *s).await;
+                    })
+                    .await
+                })
+            };
+            (Ok(http), Some(task))
+        }
+        (Err(reason), _) => (Err(reason), None),
+        (Ok(_), None) => (Err("cannot read the bound address".to_owned()), None),
+    };
+    let info = DaemonInfo {
+        pid: std::process::id(),
+        endpoint: local.map(|a| format!("http://{a}/mcp")),
+        http_error: http.as_ref().err().cloned(),
+        warnings: containment,
+        token,
+        socket: paths.socket.clone(),
+    };
+    if let Some(reason) = &info.http_error {
+        bus.emit(
+            Event::new(Kind::GatewayListenFailed, Source::Corral)
+                .with("listen", config.gateway.listen.to_string())
+                .with("reason", reason.clone()),
+        );
+    }
+    bus.emit(
+        Event::new(Kind::DaemonStarted, Source::Corral)
+            .with("pid", info.pid)
+            .with("endpoint", info.endpoint.clone())
+            .with("servers", servers.len()),
+    );
+    ready(&info);
+    drop(servers);
+    let (followers_tx, mut followers_done) = tokio::sync::mpsc::channel::<()>(1);
+    let state = Arc::new(State {
+        config: std::sync::RwLock::new(config),
+        paths,
+        info,
+        hub,
+        http: http.ok(),
+        supervisor: tokio::sync::Mutex::new(Some(supervisor)),
+        bus: bus.clone(),
+        shutdown: shutdown_tx,
+        followers: std::sync::Mutex::new(Some(followers_tx)),
+    });
+    let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+        .map_err(io("handle SIGHUP for", &state.paths.pid))?;
+
+    tokio::pin!(stop);
+    let mut backoff = corral_gateway::httpd::AcceptBackoff::new("control socket");
+    loop {
+        tokio::select! {
+            conn = control.accept() => match conn {
+                Ok((stream, _)) => {
+                    backoff.reset();
+                    tokio::spawn(control::serve_client(state.clone(), stream));
+                }
+                Err(e) => backoff.wait(&e).await,
+            },
+            _ = hangup.recv() => {
+                let state = state.clone();
+                tokio::spawn(async move { control::config::reload(&state).await });
+            }
+            _ = shutdown_rx.wait_for(|s| *s) => break,
+            _ = &mut stop => break,
+        }
+    }
+
+    let _ = state.shutdown.send(true);
+    drop(control);
+    let _ = std::fs::remove_file(&state.paths.socket);
+    if let Some(supervisor) = state.supervisor.lock().await.take() {
+        let deadline = supervisor.shutdown_deadline();
+        supervisor.shutdown(deadline).await;
+    }
+    if let Some(task) = http_task {
+        let _ = task.await;
+    }
+    bus.emit(Event::new(Kind::DaemonStopped, Source::Corral).with("pid", state.info.pid));
+    // Event followers end with that event; give them a moment to send it.
+    let following = state.followers.lock().unwrap().take();
+    drop(following);
+    let _ = tokio::time::timeout(Duration::from_secs(2), followers_done.recv()).await;
+    drop(state);
+    drop(bus);
+    let _ = tokio::time::timeout(Duration::from_secs(2), journal).await;
+    drop(lock);
+    Ok(())
+}
+
+/// Binds the HTTP endpoint: the configured address; unset, the port of the last run
+/// (from `endpoint_file`) when it is still free, else any free loopback port. The error
+/// is a message for `corral ps` and the `gateway.listen_failed` event: the daemon runs
+/// on without HTTP, since stdio agents do not need it.
+async fn bind_http(listen: &Listen, endpoint_file: &Path) -> Result<TcpListener, String> {
+    let addr = match listen {
+        Listen::Addr(a) => a.clone(),
+        Listen::Auto => {
+            let last_port = std::fs::read_to_string(endpoint_file)
+                .ok()
+                .and_then(|url| port_of(&url));
+            if let Some(port) = last_port
+                && let Ok(l) = TcpListener::bind((Ipv4Addr::LOCALHOST, port)).await
+            {
+                return Ok(l);
+            }
+            "127.0.0.1:0".to_owned()
+        }
+    };
+    TcpListener::bind(&addr).await.map_err(|e| {
+        format!(
+            "cannot listen on {addr} ({e}); HTTP clients cannot connect, agents using \
+             `corral mcp` are unaffected; change or remove [gateway] listen (unset: a free port)"
+        )
+    })
+}
+
+/// The port of an `http://127.0.0.1:PORT/mcp` endpoint URL.
+fn port_of(url: &str) -> Option<u16> {
+    let authority = url.trim().strip_prefix("http://127.0.0.1:")?;
+    authority
+        .split('/')
+        .next()?
+        .parse()
+        .ok()
+        .filter(|p| *p != 0)
+}
+
+/// Replaces `path` with `text`, readable by the owner only (also a file left wider by an
+/// older version).
+pub(crate) fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?;
+    f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    f.write_all(text.as_bytes())
+}
+
+/// A server as the daemon runs it: with [`crate::DAEMON_SOCKET_ENV`] set to the control
+/// socket, so a `corral mcp` among the servers knows not to connect back to us.
+pub(crate) fn child_config(server: &ServerConfig, socket: &Path) -> ServerConfig {
+    let mut server = server.clone();
+    if let Transport::Stdio { env, .. } = &mut server.transport {
+        env.insert(
+            crate::DAEMON_SOCKET_ENV.to_owned(),
+            socket.display().to_string(),
+        );
+    }
+    server
+}
+
+fn write_pid(lock: &FileLock) -> std::io::Result<()> {
+    let mut f = lock.file();
+    f.set_len(0)?;
+    f.seek(SeekFrom::Start(0))?;
+    writeln!(f, "{}", std::process::id())?;
+    f.flush()
+}
