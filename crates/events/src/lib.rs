@@ -45,16 +45,13 @@ pub struct Event {
 
 impl Event {
     /// A new event stamped with the current time: `Event::new(Kind::ServerCrashed,
-    /// Source::server("files"))`.
-    ///
-    /// The arguments are generic only for the transition of crates/supervisor, which
-    /// still passes strings (see [`IntoKind`]); once it passes [`Kind`] and [`Source`],
-    /// the string impls go and this takes exactly those.
-    pub fn new(kind: impl IntoKind, source: impl IntoSource) -> Self {
+    /// Source::server("files"))`. Only typed kinds and sources make events, so a
+    /// misspelled kind does not compile.
+    pub fn new(kind: Kind, source: Source) -> Self {
         Event {
             ts: now_rfc3339(),
-            kind: kind.into_kind_string(),
-            source: source.into_source_string(),
+            kind: kind.as_str().to_owned(),
+            source: source.to_string(),
             data: Map::new(),
         }
     }
@@ -95,67 +92,6 @@ impl Event {
     /// The event as one JSON line (no trailing newline).
     pub fn to_json_line(&self) -> String {
         serde_json::to_string(self).expect("an Event always serializes")
-    }
-}
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for crate::Kind {}
-    impl Sealed for crate::Source {}
-    impl Sealed for &str {}
-    impl Sealed for String {}
-}
-
-/// What [`Event::new`] takes as a kind: a [`Kind`].
-///
-/// TRANSITIONAL: also a `&str`, only so that crates/supervisor (which still calls
-/// `Event::new("server.crashed", …)`) compiles until it is converted to [`Kind`]; then
-/// the `&str` impl is deleted and a misspelled kind no longer compiles anywhere. Until
-/// then a string that is not a known kind fails a debug assertion. Do not add callers.
-pub trait IntoKind: sealed::Sealed {
-    #[doc(hidden)]
-    fn into_kind_string(self) -> String;
-}
-
-impl IntoKind for Kind {
-    fn into_kind_string(self) -> String {
-        self.as_str().to_owned()
-    }
-}
-
-/// TRANSITIONAL (crates/supervisor only; see [`IntoKind`]).
-#[doc(hidden)]
-impl IntoKind for &str {
-    fn into_kind_string(self) -> String {
-        debug_assert!(Kind::parse(self).is_some(), "unknown event kind '{self}'");
-        self.to_owned()
-    }
-}
-
-/// What [`Event::new`] takes as a source: a [`Source`].
-///
-/// TRANSITIONAL: also a `String` (`format!("server:{name}")`), only for crates/supervisor
-/// until it is converted, as for [`IntoKind`].
-pub trait IntoSource: sealed::Sealed {
-    #[doc(hidden)]
-    fn into_source_string(self) -> String;
-}
-
-impl IntoSource for Source {
-    fn into_source_string(self) -> String {
-        self.to_string()
-    }
-}
-
-/// TRANSITIONAL (crates/supervisor only; see [`IntoSource`]).
-#[doc(hidden)]
-impl IntoSource for String {
-    fn into_source_string(self) -> String {
-        debug_assert!(
-            Source::parse(&self).is_some(),
-            "unknown event source '{self}'"
-        );
-        self
     }
 }
 

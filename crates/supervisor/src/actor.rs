@@ -23,7 +23,7 @@ use crate::spawn::SpawnError;
 use crate::stderr::SharedLog;
 use crate::{Console, exit};
 use corral_config::{CrashLoop, RestartPolicy};
-use corral_events::{Event, EventBus};
+use corral_events::{Event, EventBus, Kind, Source};
 use serde_json::{Map, Value};
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -187,26 +187,26 @@ pub(crate) enum Happened {
 }
 
 impl Happened {
-    fn kind(self, family: Family) -> &'static str {
+    fn kind(self, family: Family) -> Kind {
         use Family::*;
         use Happened::*;
         match (family, self) {
-            (Server, Starting) => "server.starting",
-            (Server, Ready) => "server.ready",
-            (Server, StartFailed) => "server.start_failed",
+            (Server, Starting) => Kind::ServerStarting,
+            (Server, Ready) => Kind::ServerReady,
+            (Server, StartFailed) => Kind::ServerStartFailed,
             // A server has no clean way to end on its own: it serves until told to stop.
-            (Server, Crashed | Exited) => "server.crashed",
-            (Server, Stopped) => "server.stopped",
-            (Server, Restarting) => "server.restarting",
-            (Server, GaveUp) => "server.gave_up",
-            (Process, Starting) => "process.starting",
-            (Process, Ready) => "process.ready",
-            (Process, StartFailed) => "process.start_failed",
-            (Process, Crashed) => "process.crashed",
-            (Process, Exited) => "process.exited",
-            (Process, Stopped) => "process.stopped",
-            (Process, Restarting) => "process.restarting",
-            (Process, GaveUp) => "process.gave_up",
+            (Server, Crashed | Exited) => Kind::ServerCrashed,
+            (Server, Stopped) => Kind::ServerStopped,
+            (Server, Restarting) => Kind::ServerRestarting,
+            (Server, GaveUp) => Kind::ServerGaveUp,
+            (Process, Starting) => Kind::ProcessStarting,
+            (Process, Ready) => Kind::ProcessReady,
+            (Process, StartFailed) => Kind::ProcessStartFailed,
+            (Process, Crashed) => Kind::ProcessCrashed,
+            (Process, Exited) => Kind::ProcessExited,
+            (Process, Stopped) => Kind::ProcessStopped,
+            (Process, Restarting) => Kind::ProcessRestarting,
+            (Process, GaveUp) => Kind::ProcessGaveUp,
         }
     }
 }
@@ -283,8 +283,11 @@ impl Unit {
     }
 
     /// `server:NAME` or `process:NAME`.
-    pub(crate) fn source(&self) -> String {
-        format!("{}:{}", self.family.as_str(), self.name)
+    pub(crate) fn source(&self) -> Source {
+        match self.family {
+            Family::Server => Source::Server(self.name.clone()),
+            Family::Process => Source::Process(self.name.clone()),
+        }
     }
 
     pub(crate) fn event(&self, what: Happened) -> Event {

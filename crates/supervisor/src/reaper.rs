@@ -15,6 +15,7 @@
 //! [`SCAN_EVERY`] (reparenting itself sends no signal).
 
 use crate::guard::Guard;
+use corral_events::{Kind, Source};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -133,11 +134,16 @@ impl Reaper {
                     guard.register(pgid);
                 }
                 let server = server_of(pid);
-                let source = server
-                    .as_deref()
-                    .map_or_else(|| "corral".to_owned(), |s| format!("server:{s}"));
+                // A dev process's tag is `process:NAME`; a server's is its bare name.
+                let source = match server.as_deref() {
+                    None => Source::Corral,
+                    Some(tag) => match tag.strip_prefix("process:") {
+                        Some(name) => Source::Process(name.to_owned()),
+                        None => Source::Server(tag.to_owned()),
+                    },
+                };
                 self.bus.emit(
-                    corral_events::Event::new("server.escaped", source)
+                    corral_events::Event::new(Kind::ServerEscaped, source)
                         .with("pid", pid)
                         .with("pgid", pgid)
                         .with(

@@ -18,7 +18,7 @@ use crate::rpc::{Connection, Notification, RpcError, ServerRequest, StdoutSink, 
 use crate::spawn::SpawnSpec;
 use crate::stderr::{self, StderrRing, StderrSinks};
 use corral_config::{ServerConfig, Transport};
-use corral_events::Event;
+use corral_events::{Event, Kind};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -143,7 +143,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn event(&self, kind: &str) -> Event {
+    fn event(&self, kind: Kind) -> Event {
         Event::new(kind, self.unit.source())
     }
 
@@ -473,7 +473,7 @@ impl ServerHandle {
         if let RpcError::Timeout { after, .. } = &e {
             self.shared.emit(
                 self.shared
-                    .event("server.call_timeout")
+                    .event(Kind::ServerCallTimeout)
                     .with("method", method)
                     .with("tool", tool())
                     .with("after_ms", after.as_millis() as u64),
@@ -575,7 +575,7 @@ impl StdoutSink for InstanceSink {
         }
         let n = self.noise_count.fetch_add(1, Ordering::Relaxed) + 1;
         if n <= NOISE_EVENTS || n.is_multiple_of(1000) {
-            let mut ev = self.shared.event("server.noise").with("line", line);
+            let mut ev = self.shared.event(Kind::ServerNoise).with("line", line);
             if n > NOISE_EVENTS {
                 ev = ev.with("count", n);
             }
@@ -851,7 +851,7 @@ async fn refresh_tools(shared: Arc<Shared>, conn: Arc<Connection>) {
         Ok(t) => t,
         Err(e) => {
             shared.emit(
-                shared.event("server.noise").with(
+                shared.event(Kind::ServerNoise).with(
                     "line",
                     shared
                         .cfg
@@ -873,7 +873,7 @@ async fn refresh_tools(shared: Arc<Shared>, conn: Arc<Connection>) {
         .map(|t| t.name.as_str())
         .collect();
     let ev = shared
-        .event("server.tools_changed")
+        .event(Kind::ServerToolsChanged)
         .with("tools", tools.len())
         .with("added", added)
         .with("removed", removed);
