@@ -28,6 +28,7 @@ mod console;
 mod exit;
 pub mod guard;
 pub mod lines;
+pub mod output;
 pub mod reaper;
 pub mod rpc;
 mod server;
