@@ -29,6 +29,7 @@ mod exit;
 pub mod guard;
 pub mod lines;
 pub mod output;
+pub mod pty;
 pub mod ready;
 pub mod reaper;
 pub mod rpc;
