@@ -10,11 +10,19 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::error::Problem;
 use crate::model::{Config, ProcessConfig};
 use crate::read::RawConfig;
+use crate::tree::{Node, Value};
 
-/// Reports every unknown name in a `depends_on` and every cycle among processes.
-pub(crate) fn check(raw: &RawConfig, problems: &mut Vec<Problem>) {
-    let processes: BTreeSet<&str> = raw.processes.iter().map(|p| p.name.as_str()).collect();
-    let servers: BTreeSet<&str> = raw.servers.iter().map(|s| s.name.as_str()).collect();
+/// Reports every unknown name in a `depends_on` and every cycle among processes. The
+/// names known are those written in `root` (corral.toml's tree), so a process or server
+/// with a problem of its own is still a known name, not a second problem.
+pub(crate) fn check(root: &Node, raw: &RawConfig, problems: &mut Vec<Problem>) {
+    let names = |section: &str| -> BTreeSet<&str> {
+        match root.get(section).map(|e| &e.node.value) {
+            Some(Value::Table(entries)) => entries.iter().map(|e| e.key.as_str()).collect(),
+            _ => BTreeSet::new(),
+        }
+    };
+    let (processes, servers) = (names("processes"), names("servers"));
     let mut edges: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for process in &raw.processes {
         let out = edges.entry(process.name.as_str()).or_default();

@@ -137,7 +137,7 @@ pub fn load_str(
     let (mut resolved, more) = resolve::resolve(&raw, env, &root);
     problems.extend(more);
     let notes = refuse_itself(&raw, &mut resolved.servers, format, env, &mut problems);
-    deps::check(&raw, &mut problems);
+    deps::check(&tree, &raw, &mut problems);
     if !problems.is_empty() {
         return Err(invalid(problems));
     }

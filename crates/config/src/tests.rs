@@ -962,3 +962,21 @@ depends_on = ["solo"]
         "{messages:?}"
     );
 }
+
+#[test]
+fn a_dependency_with_problems_of_its_own_is_still_known() {
+    let text = r#"
+[servers.db]
+url = "ftp://x"
+
+[processes.api]
+command = "api"
+pty = "yes"
+
+[processes.web]
+command = "web"
+depends_on = ["api", "db"]
+"#;
+    let keys: Vec<String> = problems(text).into_iter().map(|p| p.key).collect();
+    assert_eq!(keys, ["servers.db.url", "processes.api.pty"]);
+}
