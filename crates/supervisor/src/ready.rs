@@ -349,7 +349,7 @@ mod tests {
         let Outcome::Ready { after } = outcome else {
             panic!("{outcome}")
         };
-        assert!(after >= Duration::from_millis(300), "{after:?}");
+        assert!(after >= Duration::from_millis(250), "{after:?}");
         // The probe's connection reached the listener.
         let accepted = tokio::time::timeout(Duration::from_secs(10), listener.accept()).await;
         assert!(accepted.is_ok());
