@@ -51,6 +51,7 @@
 //! `AUTH`, …). [`Config::redact`] hides them in text that leaves the process, and
 //! [`redact::Redactor`] in a server's output, with anything shaped like a credential.
 
+mod deps;
 mod discover;
 mod error;
 mod expand;
@@ -73,8 +74,10 @@ use std::path::Path;
 pub use discover::{discover, discover_with};
 pub use error::{ConfigError, Problem};
 pub use model::{
-    Config, CrashLoop, Format, GatewayConfig, HttpAuth, Listen, ProcessConfig, ProxyConfig,
-    RestartPolicy, ServerConfig, ToolFilter, ToolPrefix, Transport,
+    Config, CrashLoop, DEFAULT_OUTPUT_RING, DEFAULT_READY_TIMEOUT, Format, GatewayConfig, HttpAuth,
+    Listen, LogPattern, MAX_OUTPUT_RING, MIN_OUTPUT_RING, ProcessCommand, ProcessConfig,
+    ProxyConfig, Readiness, ReadyCheck, RestartPolicy, ServerConfig, ToolFilter, ToolPrefix,
+    Transport,
 };
 pub use suggest::closest;
 pub use template::{InitTemplate, init_template};
@@ -134,6 +137,7 @@ pub fn load_str(
     let (mut resolved, more) = resolve::resolve(&raw, env, &root);
     problems.extend(more);
     let notes = refuse_itself(&raw, &mut resolved.servers, format, env, &mut problems);
+    deps::check(&tree, &raw, &mut problems);
     if !problems.is_empty() {
         return Err(invalid(problems));
     }

@@ -229,15 +229,110 @@ pub struct CrashLoop {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcessConfig {
     pub name: String,
-    /// A shell command line, run with `sh -c`.
-    pub command: String,
+    pub command: ProcessCommand,
     /// Absolute; defaults to the project root.
     pub cwd: PathBuf,
     /// Merged over the parent environment.
     pub env: BTreeMap<String, String>,
     /// Values of `env` that must never be shown; see [`ServerConfig::secrets`].
     pub secrets: Vec<String>,
+    /// Default [`RestartPolicy::OnFailure`] (or `[defaults]`' `restart`).
+    pub restart: RestartPolicy,
+    pub crash_loop: CrashLoop,
+    /// Time between SIGTERM and SIGKILL when stopping.
+    pub stop_grace: Duration,
+    /// Do not echo this process's output on the console (it is still logged).
+    pub quiet: bool,
+    /// Started with the daemon (default); `false`: only on `corral start NAME`.
+    pub autostart: bool,
+    /// Processes and servers that must be ready before this one starts, as written.
+    /// Every name exists and there is no cycle ([`Config::start_order`]).
+    pub depends_on: Vec<String>,
+    /// When the process counts as ready; `None`: as soon as it is spawned.
+    pub ready: Option<Readiness>,
+    /// Run on a pseudo-terminal (for programs that only line-buffer on a terminal).
+    pub pty: bool,
+    /// Bytes of output kept in memory ([`DEFAULT_OUTPUT_RING`] unless set).
+    pub output_ring: u64,
 }
+
+/// Bytes of a process's output kept in memory unless `output_ring` says otherwise.
+pub const DEFAULT_OUTPUT_RING: u64 = 256 * 1024;
+/// The smallest `output_ring`: one line of the longest kept (8 KiB).
+pub const MIN_OUTPUT_RING: u64 = 8 * 1024;
+/// The largest `output_ring`.
+pub const MAX_OUTPUT_RING: u64 = 64 * 1024 * 1024;
+/// How long a readiness check may take unless its `timeout` says otherwise.
+pub const DEFAULT_READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What a process runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessCommand {
+    /// `command = "npm run dev"`: a shell line, run with `sh -c`.
+    Shell(String),
+    /// `command = ["cargo", "watch", "-x", "run"]`: a program (looked up in `PATH`) and
+    /// its arguments, no shell. Never empty.
+    Argv(Vec<String>),
+}
+
+impl ProcessCommand {
+    /// The program and its arguments: `sh -c LINE` for a shell line.
+    pub fn program_and_args(&self) -> (&str, Vec<String>) {
+        match self {
+            ProcessCommand::Shell(line) => ("sh", vec!["-c".to_owned(), line.clone()]),
+            ProcessCommand::Argv(argv) => (&argv[0], argv[1..].to_vec()),
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessCommand {
+    /// The command as a person would type it (argv words joined by spaces).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProcessCommand::Shell(line) => f.write_str(line),
+            ProcessCommand::Argv(argv) => f.write_str(&argv.join(" ")),
+        }
+    }
+}
+
+/// A process's readiness check and how long it may take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    pub check: ReadyCheck,
+    /// Default [`DEFAULT_READY_TIMEOUT`].
+    pub timeout: Duration,
+}
+
+/// How Corral knows a process is ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadyCheck {
+    /// `ready = { log = "REGEX" }`: a line of its output (either stream) matches.
+    Log(LogPattern),
+    /// `ready = { tcp = "HOST:PORT" }` or `{ port = N }` (`127.0.0.1:N`): a TCP connect
+    /// succeeds.
+    Tcp(String),
+    /// `ready = { http = "http://…" }`: a GET answers 2xx.
+    Http(String),
+}
+
+/// A regular expression checked when the config was loaded; equal when written the same.
+#[derive(Debug, Clone)]
+pub struct LogPattern(pub regex::Regex);
+
+impl LogPattern {
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+}
+
+impl PartialEq for LogPattern {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for LogPattern {}
 
 /// A dev reverse proxy in front of a dev server.
 #[derive(Debug, Clone, PartialEq, Eq)]

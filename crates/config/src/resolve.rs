@@ -11,8 +11,12 @@ use std::time::Duration;
 
 use crate::error::Problem;
 use crate::expand;
-use crate::model::{CrashLoop, ProcessConfig, ProxyConfig, RestartPolicy, ServerConfig, Transport};
-use crate::read::{Policy, RawConfig, RawProcess, RawProxy, RawServer, RawTransport, Text};
+use crate::model::{
+    CrashLoop, ProcessCommand, ProcessConfig, ProxyConfig, RestartPolicy, ServerConfig, Transport,
+};
+use crate::read::{
+    Policy, RawCommand, RawConfig, RawProcess, RawProxy, RawServer, RawTransport, Text,
+};
 
 pub(crate) const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 pub(crate) const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -48,7 +52,7 @@ pub(crate) fn resolve(
         }
     }
     for process in &raw.processes {
-        if let Some(config) = resolver.process(process) {
+        if let Some(config) = resolver.process(process, &raw.defaults) {
             resolved.processes.insert(config.name.clone(), config);
         }
     }
@@ -208,57 +212,70 @@ impl Resolver<'_> {
                 }
             }
         };
-        let p = &raw.policy;
+        let p = raw.policy.over(defaults);
         Some(ServerConfig {
             name: raw.name.clone(),
             transport,
-            startup_timeout: p
-                .startup_timeout
-                .or(defaults.startup_timeout)
-                .unwrap_or(DEFAULT_STARTUP_TIMEOUT),
-            call_timeout: p
-                .call_timeout
-                .or(defaults.call_timeout)
-                .unwrap_or(DEFAULT_CALL_TIMEOUT),
-            stop_grace: p
-                .stop_grace
-                .or(defaults.stop_grace)
-                .unwrap_or(DEFAULT_STOP_GRACE),
-            restart: p
-                .restart
-                .or(defaults.restart)
-                .unwrap_or(RestartPolicy::OnFailure),
-            max_concurrency: p.max_concurrency.or(defaults.max_concurrency),
-            tools: p
-                .tools
-                .clone()
-                .or_else(|| defaults.tools.clone())
-                .unwrap_or_default(),
-            quiet: p.quiet.or(defaults.quiet).unwrap_or(false),
-            crash_loop: CrashLoop {
-                max: p
-                    .crash_loop_max
-                    .or(defaults.crash_loop_max)
-                    .map_or(DEFAULT_CRASH_LOOP_MAX, |n| n.get()),
-                window: p
-                    .crash_loop_window
-                    .or(defaults.crash_loop_window)
-                    .unwrap_or(DEFAULT_CRASH_LOOP_WINDOW),
-            },
+            startup_timeout: p.startup_timeout.unwrap_or(DEFAULT_STARTUP_TIMEOUT),
+            call_timeout: p.call_timeout.unwrap_or(DEFAULT_CALL_TIMEOUT),
+            stop_grace: p.stop_grace.unwrap_or(DEFAULT_STOP_GRACE),
+            restart: p.restart.unwrap_or(RestartPolicy::OnFailure),
+            max_concurrency: p.max_concurrency,
+            tools: p.tools.clone().unwrap_or_default(),
+            quiet: p.quiet.unwrap_or(false),
+            crash_loop: p.crash_loop(),
             secrets,
         })
     }
 
-    fn process(&mut self, raw: &RawProcess) -> Option<ProcessConfig> {
-        let command = self.non_empty(&raw.command, "command");
+    fn process(&mut self, raw: &RawProcess, defaults: &Policy) -> Option<ProcessConfig> {
+        let command = match &raw.command {
+            RawCommand::Shell(line) => {
+                let line = self.value(line).and_then(|value| {
+                    if value.trim().is_empty() {
+                        self.problem(
+                            line,
+                            r#"is empty; write the shell line to run, e.g. "npm run dev""#,
+                        );
+                        return None;
+                    }
+                    Some(value)
+                });
+                line.map(ProcessCommand::Shell)
+            }
+            RawCommand::Argv(words) => {
+                let values: Vec<Option<String>> = words.iter().map(|w| self.value(w)).collect();
+                let argv: Option<Vec<String>> = values.into_iter().collect();
+                match argv {
+                    Some(argv) if argv[0].trim().is_empty() => {
+                        self.problem(
+                            &words[0],
+                            r#"the program is empty; write its name first, e.g. ["cargo", "watch"]"#,
+                        );
+                        None
+                    }
+                    argv => argv.map(ProcessCommand::Argv),
+                }
+            }
+        };
         let cwd = self.dir(raw.cwd.as_ref());
         let (env, secrets) = self.env(&raw.env);
+        let p = raw.policy.over(defaults);
         Some(ProcessConfig {
             name: raw.name.clone(),
             command: command?,
             cwd: cwd?,
             env,
             secrets,
+            restart: p.restart.unwrap_or(RestartPolicy::OnFailure),
+            crash_loop: p.crash_loop(),
+            stop_grace: p.stop_grace.unwrap_or(DEFAULT_STOP_GRACE),
+            quiet: p.quiet.unwrap_or(false),
+            autostart: raw.autostart,
+            depends_on: raw.depends_on.iter().map(|d| d.name.clone()).collect(),
+            ready: raw.ready.clone(),
+            pty: raw.pty,
+            output_ring: raw.output_ring,
         })
     }
 
@@ -269,5 +286,32 @@ impl Resolver<'_> {
             target,
             listen: raw.listen.clone(),
         })
+    }
+}
+
+impl Policy {
+    /// These keys, falling back to `defaults` for each one not set here.
+    pub(crate) fn over(&self, defaults: &Policy) -> Policy {
+        Policy {
+            startup_timeout: self.startup_timeout.or(defaults.startup_timeout),
+            call_timeout: self.call_timeout.or(defaults.call_timeout),
+            stop_grace: self.stop_grace.or(defaults.stop_grace),
+            restart: self.restart.or(defaults.restart),
+            max_concurrency: self.max_concurrency.or(defaults.max_concurrency),
+            tools: self.tools.clone().or_else(|| defaults.tools.clone()),
+            quiet: self.quiet.or(defaults.quiet),
+            crash_loop_max: self.crash_loop_max.or(defaults.crash_loop_max),
+            crash_loop_window: self.crash_loop_window.or(defaults.crash_loop_window),
+        }
+    }
+
+    /// The crash-loop breaker, built-in defaults for what is unset.
+    pub(crate) fn crash_loop(&self) -> CrashLoop {
+        CrashLoop {
+            max: self
+                .crash_loop_max
+                .map_or(DEFAULT_CRASH_LOOP_MAX, |n| n.get()),
+            window: self.crash_loop_window.unwrap_or(DEFAULT_CRASH_LOOP_WINDOW),
+        }
     }
 }

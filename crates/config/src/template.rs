@@ -70,12 +70,14 @@ const EXAMPLES: &str = r#"
 # url = "http://127.0.0.1:9000/mcp"
 # headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }   # values are redacted in logs
 
-# A dev process: run with `sh -c`, its output kept and scanned for errors
+# A dev process: its output kept and scanned for errors
 # (validated; not run by this version yet).
 # [processes.web]
-# command = "npm run dev"
+# command = "npm run dev"        # run with `sh -c`; or a program and its arguments:
+#                                # command = ["cargo", "watch", "-x", "run"]
 # cwd = "web"                    # relative to this file
 # env = { PORT = "5173" }
+# ready = { port = 5173 }        # or { log = "ready in" }, { http = "http://…/health" }
 
 # A dev proxy in front of a dev server: logs traffic and captures browser errors
 # (validated; not run by this version yet).

@@ -113,7 +113,7 @@ listen = "127.0.0.1:4173"
     assert_eq!(config.redact("x tok-1234 y"), "x *** y");
 
     let web = &config.processes["web"];
-    assert_eq!(web.command, "npm run dev");
+    assert_eq!(web.command, ProcessCommand::Shell("npm run dev".into()));
     assert_eq!(web.cwd, Path::new("/proj/web"));
     assert_eq!(config.proxies["web"].listen, "127.0.0.1:4173");
 }
@@ -540,4 +540,443 @@ fn corral_itself_is_skipped_with_a_note_in_mcp_json() {
         "{:?}",
         config.notes
     );
+}
+
+// ---- processes ----
+
+fn process(text: &str, name: &str) -> ProcessConfig {
+    let config = load_toml(text).unwrap_or_else(|e| panic!("{e}"));
+    config.processes[name].clone()
+}
+
+#[test]
+fn a_process_has_defaults_for_every_key() {
+    let web = process("[processes.web]\ncommand = \"npm run dev\"\n", "web");
+    assert_eq!(
+        web,
+        ProcessConfig {
+            name: "web".into(),
+            command: ProcessCommand::Shell("npm run dev".into()),
+            cwd: PathBuf::from("/proj"),
+            env: Default::default(),
+            secrets: vec![],
+            restart: RestartPolicy::OnFailure,
+            crash_loop: CrashLoop {
+                max: 5,
+                window: Duration::from_secs(60)
+            },
+            stop_grace: Duration::from_secs(3),
+            quiet: false,
+            autostart: true,
+            depends_on: vec![],
+            ready: None,
+            pty: false,
+            output_ring: 256 * 1024,
+        }
+    );
+    assert_eq!(
+        web.command.program_and_args(),
+        ("sh", vec!["-c".to_owned(), "npm run dev".to_owned()])
+    );
+}
+
+#[test]
+fn a_process_command_is_a_shell_line_or_an_argv_array() {
+    let text = r#"
+[processes.api]
+command = ["cargo", "watch", "-x", "run ${env:HOME}"]
+"#;
+    let api = process(text, "api");
+    let argv: Vec<String> = ["cargo", "watch", "-x", "run /home/me"]
+        .map(String::from)
+        .to_vec();
+    assert_eq!(api.command, ProcessCommand::Argv(argv.clone()));
+    assert_eq!(
+        api.command.program_and_args(),
+        ("cargo", argv[1..].to_vec())
+    );
+    assert_eq!(api.command.to_string(), "cargo watch -x run /home/me");
+
+    let p = problem("[processes.p]\ncommand = []\n");
+    assert_eq!((p.key.as_str(), p.line), ("processes.p.command", 2));
+    assert!(
+        p.message
+            .starts_with("is an empty array; write the program and its arguments, e.g. [\"cargo\""),
+        "{p:?}"
+    );
+    let p = problem("[processes.p]\ncommand = \"  \"\n");
+    assert!(
+        p.message
+            .starts_with("is empty; write the shell line to run"),
+        "{p:?}"
+    );
+    let p = problem("[processes.p]\ncommand = [\"\", \"x\"]\n");
+    assert_eq!(p.key, "processes.p.command[0]");
+    assert!(p.message.starts_with("the program is empty"), "{p:?}");
+    let p = problem("[processes.p]\ncommand = [\"a\", 1]\n");
+    assert_eq!(p.key, "processes.p.command[1]");
+    let p = problem("[processes.p]\ncommand = 3\n");
+    assert!(
+        p.message
+            .starts_with("expected a shell line (a string) or a program"),
+        "{p:?}"
+    );
+    let p = problem("[processes.p]\ncwd = \"x\"\n");
+    assert!(
+        p.message
+            .contains(r#"command = ["cargo", "watch", "-x", "run"]"#),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn process_policy_keys_are_read_and_inherit_defaults() {
+    let text = r#"
+[defaults]
+stop_grace = "7s"
+crash_loop_max = 2
+quiet = true
+startup_timeout = "5s"
+
+[processes.a]
+command = "a"
+restart = "always"
+crash_loop_window = "10s"
+quiet = false
+autostart = false
+pty = true
+output_ring = "1MiB"
+
+[processes.b]
+command = "b"
+restart = "never"
+stop_grace = "0s"
+output_ring = 65536
+"#;
+    let config = load_toml(text).unwrap_or_else(|e| panic!("{e}"));
+    let a = &config.processes["a"];
+    assert_eq!(a.restart, RestartPolicy::Always);
+    assert_eq!(a.stop_grace, Duration::from_secs(7));
+    assert_eq!(
+        a.crash_loop,
+        CrashLoop {
+            max: 2,
+            window: Duration::from_secs(10)
+        }
+    );
+    assert!(!a.quiet && !a.autostart && a.pty);
+    assert_eq!(a.output_ring, 1 << 20);
+    let b = &config.processes["b"];
+    assert_eq!(b.restart, RestartPolicy::Never);
+    assert_eq!(b.stop_grace, Duration::ZERO);
+    assert!(b.quiet, "inherited from [defaults]");
+    assert!(b.autostart && !b.pty);
+    assert_eq!(b.output_ring, 65536);
+}
+
+#[test]
+fn server_only_keys_are_unknown_in_a_process() {
+    let p = problem("[processes.p]\ncommand = \"x\"\ncall_timeout = \"5s\"\n");
+    assert_eq!(p.key, "processes.p.call_timeout");
+    assert!(
+        p.message
+            .starts_with("unknown key `call_timeout` in [processes.p]"),
+        "{p:?}"
+    );
+    let p = problem("[processes.p]\ncommand = \"x\"\nrestart = \"sometimes\"\n");
+    assert_eq!(
+        p.message,
+        "unknown value \"sometimes\"; expected one of never, on-failure, always"
+    );
+    let p = problem("[processes.p]\ncommand = \"x\"\npty = \"yes\"\n");
+    assert_eq!(p.message, "expected true or false, found a string");
+}
+
+#[test]
+fn output_ring_sizes() {
+    let ring = |v: &str| {
+        let text = format!("[processes.p]\ncommand = \"x\"\noutput_ring = {v}\n");
+        load_toml(&text).map(|c| c.processes["p"].output_ring)
+    };
+    assert_eq!(ring("\"512KiB\"").unwrap(), 512 * 1024);
+    assert_eq!(ring("\"64 mib\"").unwrap(), 64 << 20);
+    assert_eq!(ring("\"8192\"").unwrap(), 8192);
+    let message = |v: &str| {
+        problem(&format!(
+            "[processes.p]\ncommand = \"x\"\noutput_ring = {v}\n"
+        ))
+        .message
+    };
+    assert_eq!(
+        message("\"1MB\""),
+        r#"invalid size "1MB": write a binary unit (MiB) to say 1024-based; write e.g. "256KiB", "1MiB" or a number of bytes"#
+    );
+    assert_eq!(
+        message("\"lots\""),
+        r#"invalid size "lots": it does not start with a number; write e.g. "256KiB", "1MiB" or a number of bytes"#
+    );
+    assert!(message("\"2 furlongs\"").contains("unknown unit \"furlongs\""));
+    assert_eq!(message("\"65MiB\""), "must be between 8KiB and 64MiB");
+    assert_eq!(message("100"), "must be between 8KiB and 64MiB");
+    assert_eq!(message("-1"), "must be between 8KiB and 64MiB");
+    assert_eq!(
+        message("\"99999999999999999999GiB\""),
+        "must be between 8KiB and 64MiB"
+    );
+    assert_eq!(
+        message("1.5"),
+        r#"expected a size like "256KiB" or a number of bytes, found a float"#
+    );
+}
+
+#[test]
+fn readiness_checks() {
+    let ready = |v: &str| {
+        let text = format!("[processes.p]\ncommand = \"x\"\nready = {v}\n");
+        load_toml(&text).unwrap_or_else(|e| panic!("{e}")).processes["p"]
+            .ready
+            .clone()
+            .unwrap()
+    };
+    let r = ready(r#"{ log = 'ready in \d+ ms$' }"#);
+    let ReadyCheck::Log(pattern) = &r.check else {
+        panic!("{r:?}")
+    };
+    assert_eq!(pattern.as_str(), r"ready in \d+ ms$");
+    assert!(pattern.0.is_match("VITE ready in 300 ms"));
+    assert_eq!(r.timeout, Duration::from_secs(60));
+    assert_eq!(
+        ready(r#"{ tcp = "localhost:5173", timeout = "5s" }"#),
+        Readiness {
+            check: ReadyCheck::Tcp("localhost:5173".into()),
+            timeout: Duration::from_secs(5)
+        }
+    );
+    assert_eq!(
+        ready("{ port = 5173 }").check,
+        ReadyCheck::Tcp("127.0.0.1:5173".into())
+    );
+    assert_eq!(
+        ready(r#"{ tcp = "[::1]:80" }"#).check,
+        ReadyCheck::Tcp("[::1]:80".into())
+    );
+    assert_eq!(
+        ready(r#"{ http = "http://127.0.0.1:5173/health" }"#).check,
+        ReadyCheck::Http("http://127.0.0.1:5173/health".into())
+    );
+}
+
+#[test]
+fn readiness_problems() {
+    let p = |v: &str| problem(&format!("[processes.p]\ncommand = \"x\"\nready = {v}\n"));
+    let both = p(r#"{ log = "x", tcp = "127.0.0.1:1" }"#);
+    assert_eq!(both.key, "processes.p.ready");
+    assert_eq!((both.line, both.column), (3, 22), "at the second check");
+    assert_eq!(
+        both.message,
+        "has both `log` and `tcp`; a readiness check is exactly one of `log`, `tcp`, `port` \
+         and `http`; keep one (e.g. only `log`)"
+    );
+    let three = p(r#"{ log = "x", port = 1, http = "http://x" }"#);
+    assert!(
+        three
+            .message
+            .starts_with("has both `log`, `port` and `http`;"),
+        "{three:?}"
+    );
+    assert!(
+        p("{ timeout = \"5s\" }")
+            .message
+            .starts_with("names no check; write one of log = ")
+    );
+    assert_eq!(
+        p(r#"{ tcp = "5173" }"#).message,
+        r#"expected HOST:PORT like "127.0.0.1:5173", found "5173" (or write port = 5173 for 127.0.0.1)"#
+    );
+    assert_eq!(
+        p("{ port = 70000 }").message,
+        "port 70000 is not between 1 and 65535"
+    );
+    assert!(
+        p(r#"{ http = "https://x/" }"#)
+            .message
+            .starts_with("readiness probes speak plain HTTP only")
+    );
+    assert!(
+        p(r#"{ http = "x" }"#)
+            .message
+            .starts_with("expected a URL like")
+    );
+    assert!(
+        p(r#"{ port = 1, timeout = "0s" }"#)
+            .message
+            .starts_with("must be longer than zero")
+    );
+    let unknown = p(r#"{ port = 1, timout = "5s" }"#);
+    assert_eq!(unknown.key, "processes.p.ready.timout");
+    assert!(
+        unknown.message.contains("did you mean `timeout`?"),
+        "{unknown:?}"
+    );
+    assert_eq!(p("\"x\"").message, "expected a table, found a string");
+    assert!(
+        p(r#"{ log = "" }"#)
+            .message
+            .starts_with("an empty pattern matches every line")
+    );
+}
+
+#[test]
+fn a_bad_log_regex_is_reported_with_its_position_and_a_fix() {
+    let p = problem("[processes.p]\ncommand = \"x\"\nready = { log = 'listening (on' }\n");
+    assert_eq!(
+        (p.key.as_str(), p.line, p.column),
+        ("processes.p.ready.log", 3, 17)
+    );
+    assert_eq!(
+        p.message,
+        r#"invalid regular expression "listening (on": unclosed group at character 11; escape characters meant literally with a backslash (in TOML, write '\(' in a 'literal string' or "\\(" in a basic one)"#
+    );
+    let p = problem("[processes.p]\ncommand = \"x\"\nready = { log = 'a{2,1}' }\n");
+    assert!(p.message.contains("at character 2"), "{p:?}");
+}
+
+#[test]
+fn depends_on_names_processes_and_servers() {
+    let text = r#"
+[servers.db]
+command = "db-mcp"
+
+[processes.web]
+command = "web"
+depends_on = ["api", "db"]
+
+[processes.api]
+command = "api"
+depends_on = ["worker"]
+
+[processes.worker]
+command = "w"
+
+[processes.docs]
+command = "d"
+"#;
+    let config = load_toml(text).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(config.processes["web"].depends_on, ["api", "db"]);
+    let order: Vec<&str> = config
+        .start_order()
+        .iter()
+        .map(|p| p.name.as_str())
+        .collect();
+    assert_eq!(order, ["docs", "worker", "api", "web"]);
+}
+
+#[test]
+fn an_unknown_dependency_names_what_exists() {
+    let text = r#"
+[servers.db]
+command = "db-mcp"
+
+[processes.web]
+command = "web"
+depends_on = ["db", "apii"]
+
+[processes.api]
+command = "api"
+"#;
+    let p = problem(text);
+    assert_eq!(
+        (p.key.as_str(), p.line, p.column),
+        ("processes.web.depends_on[1]", 7, 21)
+    );
+    assert_eq!(
+        p.message,
+        r#"depends on "apii", which is neither a process nor a server; did you mean "api"? processes: api, web; servers: db"#
+    );
+    let p = problem("[processes.a]\ncommand = \"a\"\ndepends_on = [\"zzz\"]\n");
+    assert_eq!(
+        p.message,
+        r#"depends on "zzz", which is neither a process nor a server; processes: a; servers: none"#
+    );
+    let p = problem(
+        "[processes.a]\ncommand = \"a\"\ndepends_on = [\"b\", \"b\"]\n[processes.b]\ncommand = \"b\"\n",
+    );
+    assert_eq!(p.message, "\"b\" is listed twice; remove one");
+    let p = problem("[processes.a]\ncommand = \"a\"\ndepends_on = \"b\"\n");
+    assert!(
+        p.message
+            .starts_with("expected an array of process or server names"),
+        "{p:?}"
+    );
+    let p = problem("[servers.s]\ncommand = \"a\"\ndepends_on = [\"b\"]\n");
+    assert!(
+        p.message
+            .starts_with("unknown key `depends_on` in [servers.s]"),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_dependency_cycle_is_named() {
+    let text = r#"
+[processes.web]
+command = "web"
+depends_on = ["api"]
+
+[processes.api]
+command = "api"
+depends_on = ["web"]
+
+[processes.solo]
+command = "s"
+depends_on = ["solo"]
+"#;
+    let all = problems(text);
+    let messages: Vec<(&str, &str)> = all
+        .iter()
+        .map(|p| (p.key.as_str(), p.message.as_str()))
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            (
+                "processes.api.depends_on[0]",
+                "dependency cycle: api → web → api; none of them could ever start; remove one of these depends_on entries"
+            ),
+            (
+                "processes.solo.depends_on[0]",
+                "dependency cycle: solo → solo; none of them could ever start; remove one of these depends_on entries"
+            ),
+        ]
+    );
+    let text = "[processes.a]\ncommand = \"a\"\ndepends_on = [\"b\"]\n\
+                [processes.b]\ncommand = \"b\"\ndepends_on = [\"c\"]\n\
+                [processes.c]\ncommand = \"c\"\ndepends_on = [\"a\", \"b\"]\n";
+    let messages: Vec<String> = problems(text).into_iter().map(|p| p.message).collect();
+    assert!(
+        messages[0].starts_with("dependency cycle: a → b → c → a;"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].starts_with("dependency cycle: b → c → b;"),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn a_dependency_with_problems_of_its_own_is_still_known() {
+    let text = r#"
+[servers.db]
+url = "ftp://x"
+
+[processes.api]
+command = "api"
+pty = "yes"
+
+[processes.web]
+command = "web"
+depends_on = ["api", "db"]
+"#;
+    let keys: Vec<String> = problems(text).into_iter().map(|p| p.key).collect();
+    assert_eq!(keys, ["servers.db.url", "processes.api.pty"]);
 }

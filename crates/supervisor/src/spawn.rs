@@ -163,16 +163,26 @@ pub(crate) fn is_ours(pid: u32) -> bool {
 /// environment (so a process that escapes the group can be told apart:
 /// [`crate::reaper`]).
 pub fn spawn(spec: &SpawnSpec<'_>, server: &str) -> Result<Child, SpawnError> {
+    let mut cmd = command(spec, server)?;
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    start(spec, || cmd.spawn())
+}
+
+/// The command for `spec` with what every child of ours gets, whatever its streams and
+/// its process group or session (the caller's to set): the program found by
+/// [`resolve`], `CORRAL_SERVER=unit`, the working directory, `kill_on_drop`, and
+/// between fork and exec the original soft `RLIMIT_NOFILE` ([`raise_nofile_limit`]) and
+/// `PR_SET_PDEATHSIG = SIGKILL`.
+pub(crate) fn command(spec: &SpawnSpec<'_>, unit: &str) -> Result<Command, SpawnError> {
     let program = resolve(spec)?;
     let mut cmd = Command::new(&program);
     cmd.args(spec.args)
         .envs(spec.env)
-        .env(crate::reaper::SERVER_ENV, server)
+        .env(crate::reaper::SERVER_ENV, unit)
         .current_dir(spec.cwd)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
         .kill_on_drop(true);
     let parent = std::process::id() as libc::pid_t;
     let nofile = ORIGINAL_NOFILE.load(Ordering::Relaxed);
@@ -200,20 +210,33 @@ pub fn spawn(spec: &SpawnSpec<'_>, server: &str) -> Result<Child, SpawnError> {
             Ok(())
         });
     }
+    Ok(cmd)
+}
+
+/// Runs `spawn_it` (the fork and exec of a [`command`]) so that the reaper never sees
+/// the child before it is noted as ours, and maps its error to a [`SpawnError`] (a
+/// shortage of descriptors, processes or memory is temporary).
+pub(crate) fn start(
+    spec: &SpawnSpec<'_>,
+    spawn_it: impl FnOnce() -> std::io::Result<Child>,
+) -> Result<Child, SpawnError> {
     let _spawning = SPAWNING.lock().unwrap();
-    let child = cmd.spawn().map_err(|e| {
-        let (command, message) = (spec.command.to_owned(), e.to_string());
-        match e.raw_os_error() {
-            Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
-                SpawnError::Resources { command, message }
-            }
-            _ => SpawnError::Os { command, message },
-        }
-    })?;
+    let child = spawn_it().map_err(|e| os_error(spec, &e))?;
     if let Some(pid) = child.id() {
         note_spawned(pid);
     }
     Ok(child)
+}
+
+/// `e`, from starting `spec`'s command, as a [`SpawnError`].
+pub(crate) fn os_error(spec: &SpawnSpec<'_>, e: &std::io::Error) -> SpawnError {
+    let (command, message) = (spec.command.to_owned(), e.to_string());
+    match e.raw_os_error() {
+        Some(libc::EMFILE | libc::ENFILE | libc::EAGAIN | libc::ENOMEM) => {
+            SpawnError::Resources { command, message }
+        }
+        _ => SpawnError::Os { command, message },
+    }
 }
 
 /// Sends `signal` to the whole process group `pgid`. Errors (the group is gone) are

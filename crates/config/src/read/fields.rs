@@ -297,6 +297,146 @@ impl Reader {
         }
     }
 
+    /// A regular expression, compiled now so a bad one is reported at load with where in
+    /// the pattern it goes wrong. Written as is: no `${…}` expansion (`$` is an anchor).
+    pub(super) fn regex(&mut self, node: &Node, key: &str) -> Option<crate::LogPattern> {
+        let pattern = self.string(node, key)?;
+        if pattern.is_empty() {
+            self.problem(
+                node.pos,
+                key,
+                r#"an empty pattern matches every line; write the text that means ready, e.g. "ready in|listening on""#,
+            );
+            return None;
+        }
+        if let Err(err) = regex_syntax::Parser::new().parse(&pattern) {
+            let (what, offset) = match &err {
+                regex_syntax::Error::Parse(e) => (e.kind().to_string(), e.span().start.offset),
+                regex_syntax::Error::Translate(e) => (e.kind().to_string(), e.span().start.offset),
+                other => (other.to_string(), 0),
+            };
+            let at = pattern[..offset.min(pattern.len())].chars().count() + 1;
+            self.problem(
+                node.pos,
+                key,
+                format!(
+                    "invalid regular expression {pattern:?}: {what} at character {at}; \
+                     escape characters meant literally with a backslash (in TOML, write \
+                     '\\(' in a 'literal string' or \"\\\\(\" in a basic one)"
+                ),
+            );
+            return None;
+        }
+        match regex::Regex::new(&pattern) {
+            Ok(re) => Some(crate::LogPattern(re)),
+            Err(err) => {
+                self.problem(
+                    node.pos,
+                    key,
+                    format!("invalid regular expression {pattern:?}: {err}; simplify it"),
+                );
+                None
+            }
+        }
+    }
+
+    /// `HOST:PORT` with a port from 1 to 65535 (`[::1]:80` for IPv6).
+    pub(super) fn host_port(&mut self, node: &Node, key: &str) -> Option<String> {
+        let s = self.string(node, key)?;
+        let valid = s.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty()
+                && !host.contains(char::is_whitespace)
+                && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if valid {
+            Some(s)
+        } else {
+            self.problem(
+                node.pos,
+                key,
+                format!(
+                    r#"expected HOST:PORT like "127.0.0.1:5173", found {s:?} (or write port = 5173 for 127.0.0.1)"#
+                ),
+            );
+            None
+        }
+    }
+
+    /// A TCP port, 1 to 65535.
+    pub(super) fn port(&mut self, node: &Node, key: &str) -> Option<u16> {
+        match node.value {
+            Value::Integer(Some(n)) => match u16::try_from(n) {
+                Ok(p) if p > 0 => Some(p),
+                _ => {
+                    self.problem(
+                        node.pos,
+                        key,
+                        format!("port {n} is not between 1 and 65535"),
+                    );
+                    None
+                }
+            },
+            _ => {
+                self.wrong_type(node, key, "a port number like 5173");
+                None
+            }
+        }
+    }
+
+    /// An `http://` URL (readiness probes speak plain HTTP only).
+    pub(super) fn http_url(&mut self, node: &Node, key: &str) -> Option<String> {
+        let s = self.string(node, key)?;
+        let lower = s.to_ascii_lowercase();
+        let message = if lower.starts_with("https://") {
+            "readiness probes speak plain HTTP only (no TLS); probe a http:// address, or use tcp"
+        } else if !lower.starts_with("http://") || s.len() <= "http://".len() {
+            r#"expected a URL like "http://127.0.0.1:5173/health""#
+        } else {
+            return Some(s);
+        };
+        self.problem(node.pos, key, format!("{message}; found {s:?}"));
+        None
+    }
+
+    /// A size in bytes: an integer, or a string with a binary unit (`"512KiB"`, `"1MiB"`),
+    /// within `min..=max`.
+    pub(super) fn size(&mut self, node: &Node, key: &str, min: u64, max: u64) -> Option<u64> {
+        const EXAMPLES: &str = r#"write e.g. "256KiB", "1MiB" or a number of bytes"#;
+        let bytes = match &node.value {
+            Value::Integer(Some(n)) => u64::try_from(*n).ok(),
+            Value::String(s) => match parse_size(s) {
+                Ok(n) => n,
+                Err(message) => {
+                    self.problem(
+                        node.pos,
+                        key,
+                        format!("invalid size {s:?}: {message}; {EXAMPLES}"),
+                    );
+                    return None;
+                }
+            },
+            _ => {
+                self.wrong_type(node, key, r#"a size like "256KiB" or a number of bytes"#);
+                return None;
+            }
+        };
+        match bytes {
+            Some(n) if (min..=max).contains(&n) => Some(n),
+            _ => {
+                self.problem(
+                    node.pos,
+                    key,
+                    format!(
+                        "must be between {} and {}",
+                        format_size(min),
+                        format_size(max)
+                    ),
+                );
+                None
+            }
+        }
+    }
+
     /// Tool name globs: kept as written, but an empty pattern is surely a mistake.
     pub(super) fn patterns(&mut self, node: &Node, key: &str) -> Vec<String> {
         let Value::Array(items) = &node.value else {
@@ -392,4 +532,42 @@ pub(super) fn header_name_problem(name: &str) -> Option<String> {
             "{name:?} is not a valid HTTP header name (letters, digits and -, no spaces or ':')"
         )
     })
+}
+
+/// `"512KiB"` → bytes (`Ok(None)`: too large to count). Units: B, KiB, MiB, GiB (any
+/// case); decimal ones (KB, MB) are refused, since which one was meant is a guess.
+pub(super) fn parse_size(s: &str) -> Result<Option<u64>, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    if digits.is_empty() {
+        return Err("it does not start with a number".into());
+    }
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "kib" => 10,
+        "mib" => 20,
+        "gib" => 30,
+        "k" | "kb" | "m" | "mb" | "g" | "gb" => {
+            return Err(format!(
+                "write a binary unit ({}iB) to say 1024-based",
+                unit.trim()[..1].to_ascii_uppercase()
+            ));
+        }
+        other => return Err(format!("unknown unit {other:?} (B, KiB, MiB, GiB)")),
+    };
+    Ok(digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift)))
+}
+
+/// Bytes as the largest binary unit that divides them (`262144` → `"256KiB"`).
+pub(super) fn format_size(n: u64) -> String {
+    for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
+        if n >= 1 << shift && n.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    format!("{n}B")
 }

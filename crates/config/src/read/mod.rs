@@ -16,7 +16,8 @@ use crate::Format;
 use crate::error::Problem;
 use crate::expand::Segment;
 use crate::model::{
-    DEFAULT_PROXY_LISTEN, GatewayConfig, HttpAuth, RestartPolicy, ToolFilter, ToolPrefix,
+    DEFAULT_OUTPUT_RING, DEFAULT_PROXY_LISTEN, DEFAULT_READY_TIMEOUT, GatewayConfig, HttpAuth,
+    MAX_OUTPUT_RING, MIN_OUTPUT_RING, Readiness, ReadyCheck, RestartPolicy, ToolFilter, ToolPrefix,
 };
 use crate::suggest::closest;
 use crate::tree::{Entry, Node, Pos, Value};
@@ -77,9 +78,31 @@ pub(crate) enum RawTransport {
 #[derive(Debug)]
 pub(crate) struct RawProcess {
     pub name: String,
-    pub command: Text,
+    pub command: RawCommand,
     pub cwd: Option<Text>,
     pub env: Vec<(String, Text)>,
+    /// Only the keys in [`PROCESS_POLICY_KEYS`] are read.
+    pub policy: Policy,
+    pub autostart: bool,
+    pub depends_on: Vec<Dep>,
+    pub ready: Option<Readiness>,
+    pub pty: bool,
+    pub output_ring: u64,
+}
+
+/// `command` of a process: a shell line or an argv array (never empty).
+#[derive(Debug)]
+pub(crate) enum RawCommand {
+    Shell(Text),
+    Argv(Vec<Text>),
+}
+
+/// One name in `depends_on`, with where it was written.
+#[derive(Debug, Clone)]
+pub(crate) struct Dep {
+    pub name: String,
+    pub pos: Pos,
+    pub key: String,
 }
 
 #[derive(Debug)]
@@ -105,7 +128,27 @@ const POLICY_KEYS: &[&str] = &[
 /// Keys that describe one particular server, so `[defaults]` cannot hold them.
 const TRANSPORT_KEYS: &[&str] = &["command", "args", "env", "cwd", "url", "headers"];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
-const PROCESS_KEYS: &[&str] = &["command", "cwd", "env"];
+const PROCESS_KEYS: &[&str] = &[
+    "command",
+    "cwd",
+    "env",
+    "autostart",
+    "depends_on",
+    "ready",
+    "pty",
+    "output_ring",
+];
+/// The [`POLICY_KEYS`] that apply to processes too (also taken from `[defaults]`).
+pub(crate) const PROCESS_POLICY_KEYS: &[&str] = &[
+    "stop_grace",
+    "restart",
+    "quiet",
+    "crash_loop_max",
+    "crash_loop_window",
+];
+const READY_KEYS: &[&str] = &["log", "tcp", "port", "http", "timeout"];
+/// The keys of `ready` that name a check; exactly one must be written.
+const READY_CHECKS: &[&str] = &["log", "tcp", "port", "http"];
 const PROXY_KEYS: &[&str] = &["target", "listen"];
 
 const RESTART_CHOICES: &[(&str, RestartPolicy)] = &[
@@ -278,13 +321,18 @@ impl Reader {
         }
         let known: Vec<&str> = POLICY_KEYS.iter().chain(TRANSPORT_KEYS).copied().collect();
         self.check_keys(entries, "defaults", &known);
-        self.policy(node, "defaults")
+        self.policy(node, "defaults", POLICY_KEYS)
     }
 
-    /// The inheritable keys of a server or of `[defaults]`.
-    fn policy(&mut self, node: &Node, path: &str) -> Policy {
+    /// The inheritable keys of a server, a process or of `[defaults]`; only those in
+    /// `keys` are read (the others are someone else's to report).
+    fn policy(&mut self, node: &Node, path: &str, keys: &[&str]) -> Policy {
         let mut policy = Policy::default();
-        let field = |key: &str| node.get(key).map(|e| (&e.node, join(path, key)));
+        let field = |key: &str| {
+            keys.contains(&key)
+                .then(|| node.get(key).map(|e| (&e.node, join(path, key))))
+                .flatten()
+        };
         if let Some((n, k)) = field("startup_timeout") {
             policy.startup_timeout = self.duration(n, &k, false);
         }
@@ -341,7 +389,7 @@ impl Reader {
         let cwd = field("cwd").and_then(|(n, k)| self.text(n, &k));
         let headers = field("headers").map(|(n, k)| self.text_map(n, &k, header_name_problem));
         let policy = if toml {
-            self.policy(node, path)
+            self.policy(node, path, POLICY_KEYS)
         } else {
             Policy::default()
         };
@@ -447,29 +495,162 @@ impl Reader {
     fn process(&mut self, entry: &Entry, path: &str) -> Option<RawProcess> {
         let node = &entry.node;
         if let Value::Table(entries) = &node.value {
-            self.check_keys(entries, path, PROCESS_KEYS);
+            let known: Vec<&str> = PROCESS_KEYS
+                .iter()
+                .chain(PROCESS_POLICY_KEYS)
+                .copied()
+                .collect();
+            self.check_keys(entries, path, &known);
         }
-        let env = match node.get("env") {
-            Some(e) => self.text_map(&e.node, &join(path, "env"), env_name_problem),
-            None => Vec::new(),
-        };
-        let cwd = node
-            .get("cwd")
-            .and_then(|e| self.text(&e.node, &join(path, "cwd")));
-        let Some(command) = node.get("command") else {
+        let field = |key: &str| node.get(key).map(|e| (&e.node, join(path, key)));
+        let env = field("env")
+            .map(|(n, k)| self.text_map(n, &k, env_name_problem))
+            .unwrap_or_default();
+        let cwd = field("cwd").and_then(|(n, k)| self.text(n, &k));
+        let policy = self.policy(node, path, PROCESS_POLICY_KEYS);
+        let autostart = field("autostart").map(|(n, k)| self.bool(n, &k));
+        let pty = field("pty").map(|(n, k)| self.bool(n, &k));
+        let depends_on = field("depends_on").map(|(n, k)| self.depends_on(n, &k));
+        let ready = field("ready").map(|(n, k)| self.ready(n, &k));
+        let output_ring =
+            field("output_ring").map(|(n, k)| self.size(n, &k, MIN_OUTPUT_RING, MAX_OUTPUT_RING));
+        let Some((command, key)) = field("command") else {
             self.problem(
                 entry.key_pos,
                 path,
-                r#"missing `command`: the shell command to run, e.g. command = "npm run dev""#,
+                r#"missing `command`: a shell line, e.g. command = "npm run dev", or a program and its arguments, e.g. command = ["cargo", "watch", "-x", "run"]"#,
             );
             return None;
         };
-        let command = self.text(&command.node, &join(path, "command"))?;
+        let command = self.command(command, &key)?;
         Some(RawProcess {
             name: entry.key.clone(),
             command,
             cwd,
             env,
+            policy,
+            autostart: autostart.unwrap_or(Some(true))?,
+            depends_on: depends_on.unwrap_or_default(),
+            ready: ready.unwrap_or(None),
+            pty: pty.unwrap_or(Some(false))?,
+            output_ring: output_ring.unwrap_or(Some(DEFAULT_OUTPUT_RING))?,
+        })
+    }
+
+    /// A process's `command`: a shell line or a non-empty array of words.
+    fn command(&mut self, node: &Node, key: &str) -> Option<RawCommand> {
+        match &node.value {
+            Value::Array(items) if items.is_empty() => {
+                self.problem(
+                    node.pos,
+                    key,
+                    r#"is an empty array; write the program and its arguments, e.g. ["cargo", "watch", "-x", "run"], or a shell line, e.g. "npm run dev""#,
+                );
+                None
+            }
+            Value::Array(items) => {
+                let words = self.texts(node, key);
+                (words.len() == items.len()).then_some(RawCommand::Argv(words))
+            }
+            Value::String(_) => self.text(node, key).map(RawCommand::Shell),
+            _ => {
+                self.wrong_type(
+                    node,
+                    key,
+                    "a shell line (a string) or a program and its arguments (an array of strings)",
+                );
+                None
+            }
+        }
+    }
+
+    /// `depends_on = ["db", "api"]`: names, checked against the config later.
+    fn depends_on(&mut self, node: &Node, key: &str) -> Vec<Dep> {
+        let Value::Array(items) = &node.value else {
+            self.wrong_type(
+                node,
+                key,
+                r#"an array of process or server names like ["db"]"#,
+            );
+            return Vec::new();
+        };
+        let mut deps: Vec<Dep> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            let Some(name) = self.string(item, &item_key) else {
+                continue;
+            };
+            if deps.iter().any(|d| d.name == name) {
+                self.problem(
+                    item.pos,
+                    &item_key,
+                    format!("{name:?} is listed twice; remove one"),
+                );
+                continue;
+            }
+            deps.push(Dep {
+                name,
+                pos: item.pos,
+                key: item_key,
+            });
+        }
+        deps
+    }
+
+    /// `ready = { log = "REGEX" }`, `{ tcp = "HOST:PORT" }`, `{ port = N }` or
+    /// `{ http = "URL" }`, each with an optional `timeout`.
+    fn ready(&mut self, node: &Node, key: &str) -> Option<Readiness> {
+        let entries = self.entries(node, key)?;
+        self.check_keys(entries, key, READY_KEYS);
+        let timeout = match node.get("timeout") {
+            Some(e) => self.duration(&e.node, &join(key, "timeout"), false),
+            None => Some(DEFAULT_READY_TIMEOUT),
+        };
+        let mut given: Vec<&Entry> = entries
+            .iter()
+            .filter(|e| READY_CHECKS.contains(&e.key.as_str()))
+            .collect();
+        // In the order written.
+        given.sort_by_key(|e| (e.key_pos.line, e.key_pos.column));
+        let entry = match given.as_slice() {
+            [one] => *one,
+            [] => {
+                self.problem(
+                    node.pos,
+                    key,
+                    r#"names no check; write one of log = "REGEX" (a line of output matches), tcp = "127.0.0.1:5173" or port = 5173 (a TCP connection succeeds), http = "http://127.0.0.1:5173/health" (a GET answers 2xx)"#,
+                );
+                return None;
+            }
+            [first, second, ..] => {
+                let names: Vec<String> = given.iter().map(|e| format!("`{}`", e.key)).collect();
+                let (last, rest) = names.split_last().expect("two or more");
+                self.problem(
+                    second.key_pos,
+                    key,
+                    format!(
+                        "has both {} and {last}; a readiness check is exactly one of `log`, \
+                         `tcp`, `port` and `http`; keep one (e.g. only `{}`)",
+                        rest.join(", "),
+                        first.key
+                    ),
+                );
+                return None;
+            }
+        };
+        let check_key = join(key, &entry.key);
+        let n = &entry.node;
+        let check = match entry.key.as_str() {
+            "log" => self.regex(n, &check_key).map(ReadyCheck::Log),
+            "tcp" => self.host_port(n, &check_key).map(ReadyCheck::Tcp),
+            "port" => self
+                .port(n, &check_key)
+                .map(|p| ReadyCheck::Tcp(format!("127.0.0.1:{p}"))),
+            _ => self.http_url(n, &check_key).map(ReadyCheck::Http),
+        };
+        Some(Readiness {
+            check: check?,
+            timeout: timeout?,
         })
     }
 
