@@ -51,6 +51,7 @@
 //! `AUTH`, …). [`Config::redact`] hides them in text that leaves the process, and
 //! [`redact::Redactor`] in a server's output, with anything shaped like a credential.
 
+mod alerts;
 mod discover;
 mod error;
 mod expand;
@@ -70,6 +71,9 @@ mod tests;
 
 use std::path::Path;
 
+pub use alerts::{
+    AlertPattern, AlertSettings, AlertSeverity, DEFAULT_ALERT_RING, DEFAULT_ALERT_WINDOW,
+};
 pub use discover::{discover, discover_with};
 pub use error::{ConfigError, Problem};
 pub use model::{
@@ -146,6 +150,7 @@ pub fn load_str(
         servers: resolved.servers,
         processes: resolved.processes,
         proxies: resolved.proxies,
+        alerts: raw.alerts,
         notes,
     })
 }
