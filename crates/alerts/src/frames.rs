@@ -25,8 +25,6 @@ pub(crate) struct Frames {
     pub go: Regex,
     /// `             at ./src/main.rs:2:5` (a Rust backtrace's file line).
     pub rust: Regex,
-    /// `path:line:col` as a whole (trimmed) line or at its start: esbuild, Next.js.
-    pub path_line_col: Regex,
 }
 
 impl Frames {
@@ -44,7 +42,6 @@ impl Frames {
             ruby: re(r"^\s+from (?P<file>.+?):(?P<line>\d+):in "),
             go: re(r"^\t(?P<file>\S+\.go):(?P<line>\d+)(?: \+0x[0-9a-f]+)?$"),
             rust: re(r"^\s+at (?P<file>.+?):(?P<line>\d+):(?P<col>\d+)$"),
-            path_line_col: re(r"^\s*(?P<file>[^\s:]+\.\w+):(?P<line>\d+):(?P<col>\d+)"),
         }
     }
 }

@@ -336,13 +336,14 @@ impl Group {
                 if blank || !indented(line) {
                     return Step::End;
                 }
+                // `    parse_test.go:12: got 3, want 4`: the first failure says it.
                 if self.header_loc.is_none()
-                    && let Some(caps) = f.path_line_col.captures(line)
+                    && let Some((at, rest)) = line.trim_start().split_once(": ")
+                    && at.contains(".go:")
                 {
-                    self.header_loc = frames::location(&caps);
-                    let rest = line.trim_start().split_once(": ").map(|(_, m)| m.trim());
-                    if let (Some(test), Some(rest)) = (&self.message, rest) {
-                        self.message = Some(format!("{test}: {rest}"));
+                    self.header_loc = parse_path_line_col(at);
+                    if let Some(test) = &self.message {
+                        self.message = Some(format!("{test}: {}", rest.trim()));
                     }
                 }
                 Step::Take
