@@ -26,6 +26,10 @@
 //!   `crash_loop_window`); a server's own value replaces the default whole (a `tools`
 //!   filter is not merged). The keys that describe one server (`command`, `args`,
 //!   `env`, `cwd`, `url`, `headers`) are errors there.
+//!   `[alerts]` ([`AlertSettings`]) holds user alert patterns (regexes, compiled once
+//!   at load so a bad one is a problem with its position), the built-in rules or
+//!   categories to disable (checked against the rules by `corral_alerts`), the dedup
+//!   `window` and the `ring` size.
 //! * `.mcp.json` (`{"mcpServers": …}`) and VS Code `mcp.json` (`{"servers": …}`,
 //!   JSONC) belong to other tools as well, so only the server entries are read, and
 //!   only their `command`, `args`, `env`, `cwd`, `type`, `url`, `headers` and
