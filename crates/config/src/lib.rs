@@ -26,6 +26,10 @@
 //!   `crash_loop_window`); a server's own value replaces the default whole (a `tools`
 //!   filter is not merged). The keys that describe one server (`command`, `args`,
 //!   `env`, `cwd`, `url`, `headers`) are errors there.
+//!   `[alerts]` ([`AlertSettings`]) holds user alert patterns (regexes, compiled once
+//!   at load so a bad one is a problem with its position), the built-in rules or
+//!   categories to disable (checked against the rules by `corral_alerts`), the dedup
+//!   `window` and the `ring` size.
 //! * `.mcp.json` (`{"mcpServers": …}`) and VS Code `mcp.json` (`{"servers": …}`,
 //!   JSONC) belong to other tools as well, so only the server entries are read, and
 //!   only their `command`, `args`, `env`, `cwd`, `type`, `url`, `headers` and
@@ -51,6 +55,7 @@
 //! `AUTH`, …). [`Config::redact`] hides them in text that leaves the process, and
 //! [`redact::Redactor`] in a server's output, with anything shaped like a credential.
 
+mod alerts;
 mod deps;
 mod discover;
 mod error;
@@ -71,6 +76,9 @@ mod tests;
 
 use std::path::Path;
 
+pub use alerts::{
+    AlertPattern, AlertSettings, AlertSeverity, DEFAULT_ALERT_RING, DEFAULT_ALERT_WINDOW,
+};
 pub use discover::{discover, discover_with};
 pub use error::{ConfigError, Problem};
 pub use model::{
@@ -150,6 +158,7 @@ pub fn load_str(
         servers: resolved.servers,
         processes: resolved.processes,
         proxies: resolved.proxies,
+        alerts: raw.alerts,
         notes,
     })
 }

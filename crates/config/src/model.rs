@@ -37,6 +37,8 @@ pub struct Config {
     pub servers: BTreeMap<String, ServerConfig>,
     pub processes: BTreeMap<String, ProcessConfig>,
     pub proxies: BTreeMap<String, ProxyConfig>,
+    /// `[alerts]`: user patterns, disabled rules, dedup window, ring size.
+    pub alerts: crate::AlertSettings,
     /// What loading left out, for the user to read (`corral` prints these on stderr):
     /// an `.mcp.json` entry that runs Corral itself is skipped, not run.
     pub notes: Vec<String>,

@@ -980,3 +980,100 @@ depends_on = ["api", "db"]
     let keys: Vec<String> = problems(text).into_iter().map(|p| p.key).collect();
     assert_eq!(keys, ["servers.db.url", "processes.api.pty"]);
 }
+
+#[test]
+fn alerts_table_loads_with_defaults_for_what_is_left_out() {
+    let text = r#"
+[alerts]
+window = "90s"
+ring = 500
+disable = ["python.traceback", "generic"]
+patterns = [
+  { regex = 'DB-(?P<msg>\d+)', severity = "warning", category = "myapp", id = "myapp.db" },
+  { regex = 'PANIC' },
+]
+"#;
+    let config = load_toml(text).unwrap_or_else(|e| panic!("{e}"));
+    let alerts = &config.alerts;
+    assert_eq!(alerts.window, Duration::from_secs(90));
+    assert_eq!(alerts.ring, 500);
+    assert_eq!(alerts.disable, vec!["python.traceback", "generic"]);
+    assert_eq!(
+        alerts.patterns,
+        vec![
+            AlertPattern {
+                id: "myapp.db".into(),
+                regex: r"DB-(?P<msg>\d+)".into(),
+                severity: AlertSeverity::Warning,
+                category: "myapp".into(),
+            },
+            AlertPattern {
+                id: "custom.2".into(),
+                regex: "PANIC".into(),
+                severity: AlertSeverity::Error,
+                category: "custom".into(),
+            },
+        ]
+    );
+    let none = load_toml("").unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(none.alerts, AlertSettings::default());
+    assert_eq!(none.alerts.window, Duration::from_secs(60));
+    assert_eq!(none.alerts.ring, 200);
+}
+
+#[test]
+fn a_bad_alert_regex_is_reported_where_it_is_written_with_the_fix() {
+    let p = problem("[alerts]\npatterns = [{ regex = 'panic: (unclosed' }]\n");
+    assert_eq!((p.line, p.column), (2, 23));
+    assert_eq!(p.key, "alerts.patterns[0].regex");
+    assert!(
+        p.message
+            .starts_with(r#"invalid regex "panic: (unclosed": unclosed group; "#),
+        "{p:?}"
+    );
+    assert!(p.message.contains("'…' literal string"), "{p:?}");
+}
+
+#[test]
+fn alerts_problems_are_all_reported() {
+    let text = r#"[alerts]
+window = 60
+ring = 0
+disable = ["Python"]
+patterns = [{ regex = "x", severity = "fatal", colour = 1 }, { severity = "error" }, { regex = "y", id = "a" }, { regex = "z", id = "a" }]
+"#;
+    let all = problems(text);
+    let keys: Vec<&str> = all.iter().map(|p| p.key.as_str()).collect();
+    assert_eq!(
+        keys,
+        vec![
+            "alerts.window",
+            "alerts.ring",
+            "alerts.disable[0]",
+            "alerts.patterns[0].severity",
+            "alerts.patterns[0].colour",
+            "alerts.patterns[1]",
+            "alerts.patterns[3].id",
+        ],
+        "{all:#?}"
+    );
+    assert!(all[0].message.contains(r#"write "60s""#), "{:?}", all[0]);
+    assert!(
+        all[3].message.contains("expected one of error, warning"),
+        "{:?}",
+        all[3]
+    );
+    assert!(
+        all[4]
+            .message
+            .starts_with("unknown key `colour` in [alerts.patterns[0]]"),
+        "{:?}",
+        all[4]
+    );
+    assert!(
+        all[5].message.starts_with("missing `regex`"),
+        "{:?}",
+        all[5]
+    );
+    assert!(all[6].message.contains("already used"), "{:?}", all[6]);
+}

@@ -6,6 +6,7 @@
 //! reading goes on, so one run reports them all. Strings that may hold `${…}` stay
 //! unexpanded ([`Text`]) until [`crate::resolve`].
 
+mod alerts;
 mod fields;
 
 use std::num::NonZeroU32;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use self::fields::{Reader, env_name_problem, header_name_problem, join, with_article};
 use crate::Format;
+use crate::alerts::AlertSettings;
 use crate::error::Problem;
 use crate::expand::Segment;
 use crate::model::{
@@ -52,6 +54,7 @@ pub(crate) struct RawConfig {
     pub servers: Vec<RawServer>,
     pub processes: Vec<RawProcess>,
     pub proxies: Vec<RawProxy>,
+    pub alerts: AlertSettings,
 }
 
 #[derive(Debug)]
@@ -112,7 +115,14 @@ pub(crate) struct RawProxy {
     pub listen: String,
 }
 
-const TOP_KEYS: &[&str] = &["gateway", "defaults", "servers", "processes", "proxies"];
+const TOP_KEYS: &[&str] = &[
+    "gateway",
+    "defaults",
+    "servers",
+    "processes",
+    "proxies",
+    "alerts",
+];
 const GATEWAY_KEYS: &[&str] = &["listen", "tool_prefix", "builtin_tools", "auth"];
 const POLICY_KEYS: &[&str] = &[
     "startup_timeout",
@@ -268,12 +278,17 @@ impl Reader {
             Some(e) => self.named(e, "proxy", Self::proxy),
             None => Vec::new(),
         };
+        let alerts = match root.get("alerts") {
+            Some(e) => self.alerts(&e.node),
+            None => AlertSettings::default(),
+        };
         RawConfig {
             gateway,
             defaults,
             servers,
             processes,
             proxies,
+            alerts,
         }
     }
 
@@ -707,6 +722,7 @@ impl Reader {
             servers,
             processes: Vec::new(),
             proxies: Vec::new(),
+            alerts: AlertSettings::default(),
         }
     }
 }

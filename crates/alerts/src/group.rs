@@ -1,0 +1,721 @@
+//! Multi-line grouping: a traceback, a stack or a compiler diagnostic folded into one
+//! alert.
+//!
+//! A group starts on a rule's starting line and is then offered each following line of
+//! the same stream. The group's kind decides, per line, whether it belongs ([`Step::Take`]),
+//! ends the group with it ([`Step::TakeEnd`]), shows the group is over ([`Step::End`]), or
+//! is unrelated ([`Step::Stray`]): an access-log line printed by another thread in the
+//! middle of a traceback. A stray is neither stored nor allowed to end the group until
+//! [`Kind::grace`] strays in a row have passed; it is scanned as a line of its own.
+//!
+//! Some kinds start tentatively: a `  File "x.py", line 3` line is a SyntaxError only if
+//! a `SyntaxError:` line follows; `TypeError: x` is a Node error if `at` frames follow
+//! (else a [`generic.error_line`](crate#rules)); `error: x` is a Rust diagnostic if a
+//! ` --> file:line:col` follows.
+
+use std::time::SystemTime;
+
+use regex::Captures;
+
+use crate::frames::{self, Frames};
+use crate::model::{Location, Stream};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    PyTraceback,
+    PySyntax,
+    RustPanic,
+    RustDiag,
+    GoPanic,
+    GoTest,
+    Vite,
+    Webpack,
+    Next,
+    Esbuild,
+    Java,
+    JavaBare,
+    Dotnet,
+    Ruby,
+    JsError,
+}
+
+impl Kind {
+    /// Unrelated lines in a row a group outlives. Python gets many: a traceback is only
+    /// useful with its exception line, which always comes. Kinds whose output is never
+    /// interleaved in practice (a test runner's, a bundler's) end at the first one.
+    fn grace(self) -> usize {
+        match self {
+            Kind::PyTraceback => 20,
+            Kind::RustPanic | Kind::GoPanic | Kind::Java => 3,
+            Kind::RustDiag | Kind::Dotnet | Kind::Ruby | Kind::JsError => 2,
+            Kind::PySyntax | Kind::JavaBare => 2,
+            Kind::Vite | Kind::Next => 1,
+            Kind::GoTest | Kind::Webpack | Kind::Esbuild => 0,
+        }
+    }
+}
+
+/// What a line is to an open group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    /// Part of the group.
+    Take,
+    /// The group's last line.
+    TakeEnd,
+    /// Neutral (a blank line inside a stack): neither stored nor a stray.
+    Skip,
+    /// Unrelated; the group goes on unless too many came in a row.
+    Stray,
+    /// The group ended before this line.
+    End,
+}
+
+/// The summary lines cargo prints after the diagnostics themselves; they repeat what
+/// the diagnostics said.
+const RUST_SUMMARIES: &[&str] = &[
+    "could not compile",
+    "aborting due to",
+    "process didn't exit successfully",
+    "build failed",
+];
+
+#[derive(Debug)]
+pub(crate) struct Group {
+    pub kind: Kind,
+    /// Index of the starting rule in [`AlertRules::rules`](crate::AlertRules).
+    pub rule: usize,
+    pub stream: Stream,
+    pub first_seen: SystemTime,
+    pub last_seen: SystemTime,
+    pub lines: Vec<String>,
+    pub omitted: usize,
+    /// Lines taken, stored or not.
+    pub span: usize,
+    strays: usize,
+    pub message: Option<String>,
+    /// Java: the deepest `Caused by:`.
+    cause: Option<String>,
+    /// The location the starting line or a tool's location line gave.
+    pub header_loc: Option<Location>,
+    /// The frame that points at the user's code (per kind: innermost or outermost).
+    user_loc: Option<Location>,
+    /// Fallback: a frame of any kind.
+    any_loc: Option<Location>,
+    /// Java: the first user frame of the current `Caused by:` section.
+    cause_loc: Option<Location>,
+    /// Python: the `File "x", line N` (no `in`) of a SyntaxError inside a traceback.
+    syntax_loc: Option<Location>,
+    pub confirmed: bool,
+    /// Python: the exception line came; only a chained traceback may follow.
+    complete: bool,
+    /// Python: "During handling of the above exception" came; a new header follows.
+    chained: bool,
+    /// The next line is the message (a Rust panic in the 1.73+ format, webpack).
+    expect_message: bool,
+    /// Next.js: the location line is still to come.
+    expect_location: bool,
+    in_backtrace: bool,
+}
+
+/// Whether `line` is a Python exception line: `ValueError: x`, `KeyboardInterrupt`,
+/// `json.decoder.JSONDecodeError: x`. The class name must look like one (capitalised,
+/// with a lowercase letter), so `INFO: x` from a logger is not taken.
+fn python_exception_line(line: &str) -> bool {
+    if !line
+        .as_bytes()
+        .first()
+        .is_some_and(|b| b.is_ascii_alphabetic() || *b == b'_')
+    {
+        return false;
+    }
+    let name = line.split(':').next().unwrap_or(line);
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    {
+        return false;
+    }
+    let class = name.rsplit('.').next().unwrap_or(name);
+    class.as_bytes()[0].is_ascii_uppercase() && class.bytes().any(|b| b.is_ascii_lowercase())
+}
+
+fn indented(line: &str) -> bool {
+    line.starts_with([' ', '\t'])
+}
+
+/// A Go goroutine trace's function line: `main.main()`, `main.(*T).m(...)`,
+/// `panic({0x4a5b20?, 0xc000012345?})`.
+fn go_function_line(line: &str) -> bool {
+    !indented(line)
+        && line.ends_with(')')
+        && line
+            .find('(')
+            .is_some_and(|open| open > 0 && !line[..open].contains(' '))
+}
+
+impl Group {
+    /// A group from its starting line, or `None` when the line turns out to be one a
+    /// group must not start on (cargo's summary lines).
+    pub fn start(
+        kind: Kind,
+        rule: usize,
+        caps: &Captures<'_>,
+        stream: Stream,
+        now: SystemTime,
+    ) -> Option<Self> {
+        let text = |name: &str| caps.name(name).map(|m| m.as_str().trim().to_owned());
+        let mut g = Group {
+            kind,
+            rule,
+            stream,
+            first_seen: now,
+            last_seen: now,
+            lines: Vec::new(),
+            omitted: 0,
+            span: 0,
+            strays: 0,
+            message: text("msg").filter(|m| !m.is_empty()),
+            cause: None,
+            header_loc: frames::location(caps),
+            user_loc: None,
+            any_loc: None,
+            cause_loc: None,
+            syntax_loc: None,
+            confirmed: true,
+            complete: false,
+            chained: false,
+            expect_message: false,
+            expect_location: false,
+            in_backtrace: false,
+        };
+        match kind {
+            Kind::PySyntax | Kind::JavaBare | Kind::JsError => g.confirmed = false,
+            Kind::RustDiag => {
+                let msg = g.message.as_deref().unwrap_or_default();
+                if RUST_SUMMARIES.iter().any(|s| msg.starts_with(s))
+                    || (msg.starts_with('`') && msg.contains(") generated "))
+                {
+                    return None;
+                }
+                g.confirmed = false;
+            }
+            Kind::RustPanic => {
+                let rest = text("rest").unwrap_or_default();
+                if let Some(at) = rest.strip_suffix(':') {
+                    // 1.73+: `panicked at src/main.rs:2:5:`, the message on the next line.
+                    g.header_loc = parse_path_line_col(at);
+                    g.expect_message = true;
+                } else if let Some((msg, at)) = rest.rsplit_once(", ") {
+                    // Before 1.73: `panicked at 'boom', src/main.rs:2:5`.
+                    g.header_loc = parse_path_line_col(at);
+                    let msg = msg.strip_prefix('\'').unwrap_or(msg);
+                    g.message = Some(msg.strip_suffix('\'').unwrap_or(msg).to_owned());
+                } else {
+                    g.message = Some(rest);
+                }
+            }
+            Kind::Ruby => {
+                if let (Some(class), Some(msg)) = (text("class"), text("text")) {
+                    g.message = Some(format!("{class}: {msg}"));
+                }
+                if let Some(loc) = &g.header_loc
+                    && frames::ruby_user(&loc.file)
+                {
+                    g.user_loc = Some(loc.clone());
+                }
+            }
+            Kind::Webpack => g.expect_message = true,
+            Kind::Next => match g.message.take() {
+                // ` ⨯ ./app/page.tsx:3:1`: the location, the message on the next line.
+                Some(msg) if looks_like_path(&msg) => {
+                    g.header_loc = parse_path_line_col(&msg);
+                    g.expect_message = true;
+                }
+                Some(msg) => g.message = Some(msg),
+                // `Failed to compile.`: a location line, then the message.
+                None => {
+                    g.expect_location = true;
+                    g.expect_message = true;
+                }
+            },
+            _ => {}
+        }
+        Some(g)
+    }
+
+    /// Keeps `line` (as cleaned, not cut) within the limits.
+    pub fn push(&mut self, line: &str, max_lines: usize, max_bytes: usize) {
+        self.span += 1;
+        self.strays = 0;
+        if self.lines.len() < max_lines {
+            self.lines.push(crate::cap(line, max_bytes).into_owned());
+        } else {
+            self.omitted += 1;
+        }
+    }
+
+    /// Counts a stray; true when the group has outlived its grace. Tentative groups
+    /// get the same grace: the line that confirms them may come after an unrelated one.
+    pub fn stray(&mut self) -> bool {
+        self.strays += 1;
+        self.strays > self.kind.grace()
+    }
+
+    /// What `line` is to this group, updating message and locations from it.
+    pub fn offer(&mut self, line: &str, f: &Frames) -> Step {
+        let blank = line.trim().is_empty();
+        match self.kind {
+            Kind::PyTraceback => self.python(line, blank, f),
+            Kind::PySyntax => {
+                if blank {
+                    Step::End
+                } else if indented(line) {
+                    Step::Take
+                } else if ["SyntaxError", "IndentationError", "TabError"]
+                    .iter()
+                    .any(|c| line.starts_with(c))
+                {
+                    self.message = Some(line.to_owned());
+                    self.confirmed = true;
+                    Step::TakeEnd
+                } else {
+                    Step::Stray
+                }
+            }
+            Kind::RustPanic => self.rust_panic(line, blank, f),
+            Kind::RustDiag => {
+                if blank {
+                    return Step::End;
+                }
+                let trimmed = line.trim_start();
+                if let Some(at) = trimmed
+                    .strip_prefix("--> ")
+                    .or(trimmed.strip_prefix("::: "))
+                {
+                    if self.header_loc.is_none() {
+                        self.header_loc = parse_path_line_col(at);
+                    }
+                    self.confirmed |= self.header_loc.is_some();
+                    Step::Take
+                } else if indented(line)
+                    || trimmed.starts_with('|')
+                    || trimmed.starts_with('=')
+                    || line.starts_with("help: ")
+                    || line.starts_with("note: ")
+                    || trimmed
+                        .split_once(" |")
+                        .is_some_and(|(n, _)| n.trim().parse::<u32>().is_ok())
+                {
+                    Step::Take
+                } else {
+                    Step::Stray
+                }
+            }
+            Kind::GoPanic => {
+                if blank {
+                    Step::Skip
+                } else if line.starts_with("exit status ") {
+                    Step::TakeEnd
+                } else if let Some(caps) = f.go.captures(line) {
+                    if let Some(loc) = frames::location(&caps) {
+                        self.frame(loc, frames::go_user(&caps["file"]));
+                    }
+                    Step::Take
+                } else if indented(line)
+                    || line.starts_with("goroutine ")
+                    || line.starts_with("created by ")
+                    || line.starts_with('[')
+                    || go_function_line(line)
+                {
+                    Step::Take
+                } else {
+                    Step::Stray
+                }
+            }
+            Kind::GoTest => {
+                if blank || !indented(line) {
+                    return Step::End;
+                }
+                // `    parse_test.go:12: got 3, want 4`: the first failure says it.
+                if self.header_loc.is_none()
+                    && let Some((at, rest)) = line.trim_start().split_once(": ")
+                    && at.contains(".go:")
+                {
+                    self.header_loc = parse_path_line_col(at);
+                    if let Some(test) = &self.message {
+                        self.message = Some(format!("{test}: {}", rest.trim()));
+                    }
+                }
+                Step::Take
+            }
+            Kind::Vite => {
+                if blank {
+                    Step::Skip
+                } else if indented(line) {
+                    if let Some(at) = line.trim_start().strip_prefix("File: ")
+                        && self.header_loc.is_none()
+                    {
+                        self.header_loc = parse_path_line_col(at);
+                    }
+                    Step::Take
+                } else {
+                    Step::Stray
+                }
+            }
+            Kind::Webpack => {
+                if blank {
+                    return if self.expect_message {
+                        Step::Skip
+                    } else {
+                        Step::End
+                    };
+                }
+                if line.starts_with("webpack ") || line.starts_with("ERROR in ") {
+                    return Step::End;
+                }
+                if self.expect_message {
+                    self.message = Some(line.trim().to_owned());
+                    self.expect_message = false;
+                }
+                Step::Take
+            }
+            Kind::Next => {
+                if blank {
+                    return if self.expect_message {
+                        Step::Skip
+                    } else {
+                        Step::End
+                    };
+                }
+                if self.expect_location && looks_like_path(line.trim()) {
+                    self.header_loc = parse_path_line_col(line.trim());
+                    self.expect_location = false;
+                    return Step::Take;
+                }
+                if self.expect_message {
+                    self.message = Some(line.trim().to_owned());
+                    self.expect_message = false;
+                    self.expect_location = false;
+                    return Step::Take;
+                }
+                if let Some(caps) = f.node.captures(line)
+                    && let Some(loc) = frames::location(&caps)
+                {
+                    self.frame(loc, frames::node_user(&caps["file"]));
+                }
+                if indented(line) {
+                    Step::Take
+                } else {
+                    Step::Stray
+                }
+            }
+            Kind::Esbuild => {
+                if blank {
+                    Step::Skip
+                } else if indented(line) {
+                    if self.header_loc.is_none()
+                        && let Some(at) = line.trim().strip_suffix(':')
+                    {
+                        self.header_loc = parse_path_line_col(at);
+                    }
+                    Step::Take
+                } else {
+                    Step::End
+                }
+            }
+            Kind::Java | Kind::JavaBare => self.java(line, blank, f),
+            Kind::Dotnet => {
+                if blank {
+                    Step::End
+                } else if let Some(caps) = f.dotnet.captures(line) {
+                    if let Some(loc) = frames::location(&caps) {
+                        self.frame(loc, frames::dotnet_user(&caps["method"]));
+                    }
+                    Step::Take
+                } else if indented(line) {
+                    Step::Take
+                } else {
+                    Step::Stray
+                }
+            }
+            Kind::Ruby => {
+                if let Some(caps) = f.ruby.captures(line) {
+                    if let Some(loc) = frames::location(&caps) {
+                        self.frame(loc, frames::ruby_user(&caps["file"]));
+                    }
+                    Step::Take
+                } else if blank {
+                    Step::Skip
+                } else if indented(line) || line.starts_with("Did you mean?") {
+                    Step::Take
+                } else {
+                    Step::Stray
+                }
+            }
+            Kind::JsError => self.js(line, blank, f),
+        }
+    }
+
+    /// Records a frame: the first user frame wins (kinds whose traces print the
+    /// innermost frame first; Python overrides this), the first frame is the fallback.
+    fn frame(&mut self, loc: Location, user: bool) {
+        if user && self.user_loc.is_none() {
+            self.user_loc = Some(loc.clone());
+        }
+        if self.any_loc.is_none() {
+            self.any_loc = Some(loc);
+        }
+    }
+
+    fn python(&mut self, line: &str, blank: bool, f: &Frames) -> Step {
+        if blank {
+            return Step::Skip;
+        }
+        if self.complete {
+            return if line.starts_with("During handling of the above exception")
+                || line.starts_with("The above exception was the direct cause")
+            {
+                self.complete = false;
+                self.chained = true;
+                Step::Take
+            } else {
+                Step::End
+            };
+        }
+        if line.starts_with("Traceback (most recent call last)") {
+            return if self.chained {
+                self.chained = false;
+                Step::Take
+            } else {
+                Step::End
+            };
+        }
+        if let Some(caps) = f.python.captures(line) {
+            if let Some(loc) = frames::location(&caps) {
+                if caps.name("func").is_none() {
+                    self.syntax_loc = Some(loc.clone());
+                }
+                // Python prints the outermost frame first: the last user frame is the
+                // one nearest the error.
+                if frames::python_user(&caps["file"]) {
+                    self.user_loc = Some(loc.clone());
+                }
+                self.any_loc = Some(loc);
+            }
+            return Step::Take;
+        }
+        if indented(line) {
+            return Step::Take;
+        }
+        if python_exception_line(line) {
+            self.message = Some(line.to_owned());
+            self.complete = true;
+            return Step::Take;
+        }
+        Step::Stray
+    }
+
+    fn rust_panic(&mut self, line: &str, blank: bool, f: &Frames) -> Step {
+        if self.expect_message {
+            self.expect_message = false;
+            self.message = Some(line.trim().to_owned());
+            return Step::Take;
+        }
+        if blank {
+            return Step::Skip;
+        }
+        if line.starts_with("note: run with `RUST_BACKTRACE")
+            || line.starts_with("note: Some details are omitted")
+        {
+            return Step::TakeEnd;
+        }
+        if line.starts_with("stack backtrace:") {
+            self.in_backtrace = true;
+            return Step::Take;
+        }
+        if self.in_backtrace
+            && let Some(caps) = f.rust.captures(line)
+        {
+            if let Some(loc) = frames::location(&caps) {
+                self.frame(loc, frames::rust_user(&caps["file"]));
+            }
+            return Step::Take;
+        }
+        if indented(line) {
+            Step::Take
+        } else {
+            Step::Stray
+        }
+    }
+
+    fn java(&mut self, line: &str, blank: bool, f: &Frames) -> Step {
+        if blank {
+            return if self.confirmed {
+                Step::Skip
+            } else {
+                Step::End
+            };
+        }
+        if let Some(caps) = f.java.captures(line) {
+            self.confirmed = true;
+            if let Some(loc) = frames::location(&caps) {
+                let user = frames::java_user(&caps["method"]);
+                if self.cause.is_some() {
+                    if user && self.cause_loc.is_none() {
+                        self.cause_loc = Some(loc.clone());
+                    }
+                } else {
+                    self.frame(loc, user);
+                }
+            }
+            return Step::Take;
+        }
+        if !self.confirmed {
+            return Step::Stray;
+        }
+        if let Some(cause) = line.strip_prefix("Caused by: ") {
+            self.cause = Some(cause.trim().to_owned());
+            self.cause_loc = None;
+            return Step::Take;
+        }
+        if indented(line) {
+            Step::Take
+        } else {
+            Step::Stray
+        }
+    }
+
+    fn js(&mut self, line: &str, blank: bool, f: &Frames) -> Step {
+        if blank {
+            return if self.confirmed {
+                Step::Skip
+            } else {
+                Step::End
+            };
+        }
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("at ") {
+            self.confirmed = true;
+            if let Some(caps) = f.node.captures(line)
+                && let Some(loc) = frames::location(&caps)
+            {
+                self.frame(loc, frames::node_user(&caps["file"]));
+            }
+            return Step::Take;
+        }
+        if line.starts_with("Node.js v") {
+            return Step::TakeEnd;
+        }
+        if line.starts_with("Require stack:") || (line.starts_with("- ") && !self.confirmed) {
+            return Step::Take;
+        }
+        if self.confirmed && (indented(line) || line == "}") {
+            // An error's own properties: `  code: 'ERR_X',` … `}`.
+            return Step::Take;
+        }
+        Step::Stray
+    }
+
+    /// The decisive location, per kind (see the crate docs, "Locations").
+    pub fn location(&self) -> Option<Location> {
+        match self.kind {
+            Kind::PyTraceback => {
+                let syntax = self.message.as_deref().is_some_and(|m| {
+                    ["SyntaxError", "IndentationError", "TabError"]
+                        .iter()
+                        .any(|c| m.starts_with(c))
+                });
+                if syntax && self.syntax_loc.is_some() {
+                    return self.syntax_loc.clone();
+                }
+                self.user_loc.clone().or_else(|| self.any_loc.clone())
+            }
+            Kind::RustPanic => match &self.header_loc {
+                Some(h) if frames::rust_user(&h.file) => Some(h.clone()),
+                h => self.user_loc.clone().or_else(|| h.clone()),
+            },
+            Kind::Java | Kind::JavaBare => self
+                .cause_loc
+                .clone()
+                .or_else(|| self.user_loc.clone())
+                .or_else(|| self.any_loc.clone()),
+            Kind::Ruby => self.user_loc.clone().or_else(|| self.header_loc.clone()),
+            Kind::RustDiag
+            | Kind::PySyntax
+            | Kind::GoTest
+            | Kind::Vite
+            | Kind::Webpack
+            | Kind::Esbuild => self.header_loc.clone(),
+            Kind::Next => self
+                .header_loc
+                .clone()
+                .or_else(|| self.user_loc.clone())
+                .or_else(|| self.any_loc.clone()),
+            Kind::GoPanic | Kind::Dotnet | Kind::JsError => {
+                self.user_loc.clone().or_else(|| self.any_loc.clone())
+            }
+        }
+    }
+
+    /// The decisive line. Java: the exception thrown out of the thread, and the root
+    /// cause after it, since that is usually where the bug is.
+    pub fn message(&self) -> Option<String> {
+        let message = self.message.clone()?;
+        match (&self.kind, &self.cause) {
+            (Kind::Java | Kind::JavaBare, Some(cause)) => {
+                Some(format!("{message} (caused by {cause})"))
+            }
+            _ => Some(message),
+        }
+    }
+}
+
+fn looks_like_path(s: &str) -> bool {
+    !s.contains(' ')
+        && (s.starts_with("./") || s.starts_with('/'))
+        && s.split(':').next().is_some_and(|p| p.contains('.'))
+}
+
+/// `path:line:col` or `path:line` (the path itself may contain `:` on Windows, so the
+/// numbers are taken from the end).
+pub(crate) fn parse_path_line_col(s: &str) -> Option<Location> {
+    let s = s.trim();
+    let (rest, last) = s.rsplit_once(':')?;
+    last.parse::<u32>().ok()?;
+    match rest.rsplit_once(':') {
+        Some((file, line)) if line.parse::<u32>().is_ok() => {
+            Location::parse(file, line, Some(last))
+        }
+        _ => Location::parse(rest, last, None),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn python_exception_lines_are_told_from_log_lines() {
+        assert!(python_exception_line("ValueError: bad"));
+        assert!(python_exception_line("KeyboardInterrupt"));
+        assert!(python_exception_line(
+            "json.decoder.JSONDecodeError: Expecting value"
+        ));
+        assert!(!python_exception_line("INFO: 127.0.0.1 GET /"));
+        assert!(!python_exception_line(
+            "During handling of the above exception"
+        ));
+        assert!(!python_exception_line("127.0.0.1 - - GET"));
+    }
+
+    #[test]
+    fn path_line_col_takes_numbers_from_the_end() {
+        let loc = parse_path_line_col("src/main.rs:3:18").unwrap();
+        assert_eq!(loc.to_string(), "src/main.rs:3:18");
+        assert_eq!(
+            parse_path_line_col("C:\\x\\a.ts:4").unwrap().to_string(),
+            "C:\\x\\a.ts:4"
+        );
+        assert_eq!(parse_path_line_col("no numbers"), None);
+    }
+}

@@ -1,0 +1,636 @@
+//! The rule set: the built-in rules, the user's patterns, and the literal prefilter
+//! that keeps the common line (one that matches nothing) to a single pass.
+
+use std::time::Duration;
+
+use aho_corasick::AhoCorasick;
+use corral_config::AlertSettings;
+use regex::{Regex, RegexSet};
+
+use crate::frames::Frames;
+use crate::group::Kind;
+use crate::model::Severity;
+
+/// What a rule does with a line it matches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// The line is the alert. Named groups `msg`, `file`, `line`, `col` give the message
+    /// (else the whole line) and the location.
+    Line,
+    /// The line starts a multi-line group (a traceback, a stack, a diagnostic).
+    Group(Kind),
+}
+
+/// One built-in rule, as written in [`DEFAULTS`].
+struct Spec {
+    id: &'static str,
+    severity: Severity,
+    action: Action,
+    /// Substrings of which every line the regex matches contains at least one: the
+    /// prefilter. The regex runs only on a line that contains one.
+    literals: &'static [&'static str],
+    regex: &'static str,
+}
+
+/// The category of a rule is the part of its id before the first dot.
+pub(crate) fn category_of(id: &str) -> &str {
+    id.split('.').next().unwrap_or(id)
+}
+
+/// The categories of the built-in rules, documented in the crate docs. Stable: users
+/// write them in `disable`.
+pub const CATEGORIES: &[&str] = &[
+    "rust",
+    "go",
+    "python",
+    "node",
+    "typescript",
+    "bundler",
+    "java",
+    "ruby",
+    "dotnet",
+    "c",
+    "generic",
+];
+
+use Action::{Group, Line};
+use Severity::{Error, Warning};
+
+/// The built-in rules, in priority order: the first rule whose regex matches a line
+/// claims it. Ecosystem rules come before the generic ones, so `Error: listen
+/// EADDRINUSE` with a Node stack is a `node.error`, and `generic` only takes what no
+/// ecosystem recognised. Several specs may share an id (one rule, two line shapes).
+const DEFAULTS: &[Spec] = &[
+    // ---- Python ----
+    Spec {
+        id: "python.traceback",
+        severity: Error,
+        action: Group(Kind::PyTraceback),
+        literals: &["Traceback (most recent call last)"],
+        regex: r"^Traceback \(most recent call last\):",
+    },
+    Spec {
+        id: "python.syntax_error",
+        severity: Error,
+        action: Group(Kind::PySyntax),
+        literals: &["File \""],
+        regex: r#"^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)$"#,
+    },
+    Spec {
+        id: "python.warning",
+        severity: Warning,
+        action: Line,
+        literals: &["Warning: "],
+        regex: r"^(?P<file>\S.*?\.py):(?P<line>\d+): (?P<msg>[A-Z]\w*Warning: .+)",
+    },
+    // ---- Rust ----
+    Spec {
+        id: "rust.panic",
+        severity: Error,
+        action: Group(Kind::RustPanic),
+        literals: &["panicked at"],
+        regex: r"^thread '(?P<thread>[^']*)'(?: \(\d+\))? panicked at (?P<rest>.+)$",
+    },
+    Spec {
+        id: "rust.compile_error",
+        severity: Error,
+        action: Group(Kind::RustDiag),
+        literals: &["error[E", "error: "],
+        regex: r"^error(?:\[(?P<code>E\d{4})\])?: (?P<msg>.+)$",
+    },
+    Spec {
+        id: "rust.warning",
+        severity: Warning,
+        action: Group(Kind::RustDiag),
+        literals: &["warning: ", "warning["],
+        regex: r"^warning(?:\[(?P<code>[\w:]+)\])?: (?P<msg>.+)$",
+    },
+    // ---- Go ----
+    Spec {
+        id: "go.panic",
+        severity: Error,
+        action: Group(Kind::GoPanic),
+        literals: &["panic: "],
+        regex: r"^panic: (?P<msg>.+?)(?: \[recovered\])?$",
+    },
+    Spec {
+        id: "go.build_error",
+        severity: Error,
+        action: Line,
+        literals: &[".go:"],
+        regex: r"^(?P<file>[^\s:]+\.go):(?P<line>\d+):(?P<col>\d+): (?P<msg>.+)$",
+    },
+    Spec {
+        id: "go.test_fail",
+        severity: Error,
+        action: Group(Kind::GoTest),
+        literals: &["--- FAIL: "],
+        regex: r"^\s*--- FAIL: (?P<msg>\S+)",
+    },
+    Spec {
+        id: "go.package_fail",
+        severity: Error,
+        action: Line,
+        literals: &["FAIL"],
+        regex: r"^FAIL\s+(?P<msg>[\w.\-/]+(?: \[[\w ]+\])?)",
+    },
+    // ---- TypeScript ----
+    Spec {
+        id: "typescript.error",
+        severity: Error,
+        action: Line,
+        literals: &["error TS"],
+        regex: r"^(?P<file>[^\s(][^(]*?)\((?P<line>\d+),(?P<col>\d+)\): error TS\d+: (?P<msg>.+)$",
+    },
+    Spec {
+        id: "typescript.error",
+        severity: Error,
+        action: Line,
+        literals: &["error TS"],
+        regex: r"^(?P<file>\S+?):(?P<line>\d+):(?P<col>\d+) - error TS\d+: (?P<msg>.+)$",
+    },
+    Spec {
+        id: "typescript.error",
+        severity: Error,
+        action: Line,
+        literals: &["error TS"],
+        regex: r"^error TS\d+: (?P<msg>.+)$",
+    },
+    // ---- Bundlers ----
+    Spec {
+        id: "bundler.vite",
+        severity: Error,
+        action: Group(Kind::Vite),
+        // Not "[vite]": every hot-update line has it.
+        literals: &["Internal server error", "Pre-transform error"],
+        regex: r"\[vite\] (?:\(\w+\) )?(?:Internal server error|Pre-transform error): (?P<msg>.+)$",
+    },
+    Spec {
+        id: "bundler.webpack",
+        severity: Error,
+        action: Group(Kind::Webpack),
+        literals: &["ERROR in "],
+        regex: r"^ERROR in (?P<file>\S+?)(?: (?P<line>\d+):(?P<col>\d+)(?:-\d+)?)?$",
+    },
+    Spec {
+        id: "bundler.nextjs",
+        severity: Error,
+        action: Group(Kind::Next),
+        literals: &["Failed to compile", " ⨯ "],
+        regex: r"(?:Failed to compile|^\s*⨯ (?P<msg>.+)$)",
+    },
+    Spec {
+        id: "bundler.esbuild",
+        severity: Error,
+        action: Group(Kind::Esbuild),
+        literals: &["[ERROR]"],
+        regex: r"✘ \[ERROR\] (?P<msg>.+)$",
+    },
+    Spec {
+        id: "bundler.esbuild_warning",
+        severity: Warning,
+        action: Group(Kind::Esbuild),
+        literals: &["[WARNING]"],
+        regex: r"▲ \[WARNING\] (?P<msg>.+)$",
+    },
+    // ---- Java ----
+    Spec {
+        id: "java.exception",
+        severity: Error,
+        action: Group(Kind::Java),
+        literals: &["Exception in thread "],
+        regex: r#"^Exception in thread "[^"]*" (?P<msg>.+)$"#,
+    },
+    Spec {
+        id: "java.exception",
+        severity: Error,
+        action: Group(Kind::JavaBare),
+        literals: &["Exception", "Error"],
+        regex: r"^(?P<msg>(?:[a-z_$][\w$]*\.)+[A-Z][\w$]*(?:Exception|Error|Throwable)(?::\s.*)?)$",
+    },
+    // ---- .NET ----
+    Spec {
+        id: "dotnet.exception",
+        severity: Error,
+        action: Group(Kind::Dotnet),
+        literals: &["Unhandled exception. "],
+        regex: r"^Unhandled exception\. (?P<msg>.+)$",
+    },
+    // ---- Ruby ----
+    Spec {
+        id: "ruby.exception",
+        severity: Error,
+        action: Group(Kind::Ruby),
+        literals: &[":in "],
+        regex: r"^(?P<file>\S+?\.rb):(?P<line>\d+):in [`'][^']*': (?P<text>.+) \((?P<class>[A-Z][\w:]*)\)$",
+    },
+    // ---- C / C++ (gcc, clang) ----
+    Spec {
+        id: "c.compile_error",
+        severity: Error,
+        action: Line,
+        literals: &[": error: ", ": fatal error: "],
+        regex: r"^(?P<file>[^\s:]+\.(?:c|cc|cpp|cxx|h|hh|hpp|m|mm)):(?P<line>\d+):(?:(?P<col>\d+):)? (?:fatal )?error: (?P<msg>.+)$",
+    },
+    Spec {
+        id: "c.warning",
+        severity: Warning,
+        action: Line,
+        literals: &[": warning: "],
+        regex: r"^(?P<file>[^\s:]+\.(?:c|cc|cpp|cxx|h|hh|hpp|m|mm)):(?P<line>\d+):(?:(?P<col>\d+):)? warning: (?P<msg>.+)$",
+    },
+    // ---- Node ----
+    Spec {
+        id: "node.unhandled_rejection",
+        severity: Error,
+        action: Line,
+        literals: &["UnhandledPromiseRejection"],
+        regex: r"UnhandledPromiseRejection(?:Warning)?:? (?P<msg>.+?)\]?(?: \{)?$",
+    },
+    Spec {
+        id: "node.warning",
+        severity: Warning,
+        action: Line,
+        literals: &["(node:"],
+        regex: r"^\(node:\d+\) (?:\[[\w-]+\] )?(?P<msg>[A-Z]\w*Warning: .+)$",
+    },
+    Spec {
+        id: "node.error",
+        severity: Error,
+        action: Group(Kind::JsError),
+        literals: &["Error: ", "Error ["],
+        regex: r"^(?:Uncaught )?(?P<msg>(?:[A-Z]\w*)?Error(?: \[[\w-]+\])?: .*)$",
+    },
+    Spec {
+        id: "node.module_not_found",
+        severity: Error,
+        action: Line,
+        literals: &["Cannot find module", "Cannot find package"],
+        regex: r"(?P<msg>Cannot find (?:module|package) '[^']+'.*)$",
+    },
+    // ---- generic ----
+    Spec {
+        id: "generic.address_in_use",
+        severity: Error,
+        action: Line,
+        literals: &["EADDRINUSE", "ddress already in use"],
+        regex: r"(?:EADDRINUSE|[Aa]ddress already in use)",
+    },
+    Spec {
+        id: "generic.connection_refused",
+        severity: Error,
+        action: Line,
+        literals: &["ECONNREFUSED", "onnection refused"],
+        regex: r"(?:ECONNREFUSED|[Cc]onnection refused)",
+    },
+    Spec {
+        id: "generic.segfault",
+        severity: Error,
+        action: Line,
+        literals: &["Segmentation fault", "SIGSEGV"],
+        regex: r"(?:Segmentation fault|SIGSEGV)",
+    },
+    Spec {
+        id: "generic.out_of_memory",
+        severity: Error,
+        action: Line,
+        literals: &[
+            "ut of memory",
+            "OutOfMemory",
+            "MemoryError",
+            "Cannot allocate memory",
+        ],
+        regex: r"(?:[Oo]ut of memory|OutOfMemory|\bMemoryError|Cannot allocate memory)",
+    },
+    Spec {
+        id: "generic.fatal",
+        severity: Error,
+        action: Line,
+        literals: &["FATAL", "fatal: ", "fatal error: "],
+        regex: r"(?:\bFATAL\b[\]:\s-]*(?P<msg>.*)$|^(?:fatal|fatal error): (?P<m2>.+)$)",
+    },
+    Spec {
+        id: "generic.error_log",
+        severity: Error,
+        action: Line,
+        literals: &["ERROR", "CRITICAL", "SEVERE"],
+        regex: r"(?:^|[^\w-])(?:ERROR|CRITICAL|SEVERE)(?:[^\w-]|$)[\]:|\s-]*(?P<msg>.*)$",
+    },
+    Spec {
+        id: "generic.error_log",
+        severity: Error,
+        action: Line,
+        literals: &["level=error", "level=fatal"],
+        regex: r#"\blevel=(?:error|fatal)\b(?:.*?\bmsg="?(?P<msg>[^"]*))?"#,
+    },
+    Spec {
+        id: "generic.error_log",
+        severity: Error,
+        action: Line,
+        literals: &[
+            "\"level\":\"error\"",
+            "\"level\":\"fatal\"",
+            "\"level\": \"error\"",
+        ],
+        regex: r#""level":\s?"(?:error|fatal)"(?:.*?"(?:msg|message)":\s?"(?P<msg>(?:[^"\\]|\\.)*)")?"#,
+    },
+];
+
+/// Rule ids that only the grouping code produces (a group that turned out to be
+/// something else); `disable` accepts them like any other id.
+const DERIVED_IDS: &[&str] = &["generic.error_line"];
+
+/// Bounds that keep memory and work per line fixed, whatever a process prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Lines kept in one alert; a longer group keeps the first ones and counts the rest.
+    pub max_group_lines: usize,
+    /// A group ends after this many lines even if it could go on (a stack that never
+    /// ends must still be reported).
+    pub max_group_span: usize,
+    /// Bytes of a line kept in an alert.
+    pub max_line_bytes: usize,
+    /// Bytes of a line the rules look at: errors are recognised by how lines start,
+    /// and a regex over a 1 MiB minified bundle line would cost milliseconds.
+    pub max_scan_bytes: usize,
+    /// Bytes of an alert's message.
+    pub max_message_bytes: usize,
+    /// A group with no new line for this long is complete ([`Scanner::tick`]).
+    ///
+    /// [`Scanner::tick`]: crate::Scanner::tick
+    pub group_idle: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_group_lines: 200,
+            max_group_span: 1000,
+            max_line_bytes: 1000,
+            max_scan_bytes: 4096,
+            max_message_bytes: 500,
+            group_idle: Duration::from_millis(1000),
+        }
+    }
+}
+
+/// A compiled rule.
+pub(crate) struct Rule {
+    pub id: String,
+    pub category: String,
+    pub severity: Severity,
+    pub action: Action,
+    pub regex: Regex,
+}
+
+/// The compiled rule set, shared (in an `Arc`) by every [`Scanner`](crate::Scanner).
+pub struct AlertRules {
+    /// User rules first (in the order written), then the enabled built-in rules.
+    pub(crate) rules: Vec<Rule>,
+    /// How many of `rules` are user rules; they have no literals and are found through
+    /// `user_set`.
+    pub(crate) user_rules: usize,
+    pub(crate) user_set: Option<RegexSet>,
+    /// Over the literals of the built-in rules, leftmost-first: that is the kind for
+    /// which aho-corasick uses its SIMD (Teddy) searcher, 2.6× faster on ordinary lines
+    /// than the standard kind (BENCHMARKS.md). It answers "any literal?".
+    pub(crate) prefilter: AhoCorasick,
+    /// The same literals with standard semantics, for the overlapping search that
+    /// collects every candidate rule of a line that has one.
+    pub(crate) candidates: AhoCorasick,
+    /// For each prefilter pattern, the bit of every rule it stands for: bit `i` is
+    /// `rules[user_rules + i]`.
+    pub(crate) literal_rules: Vec<u128>,
+    pub(crate) literals: Vec<&'static str>,
+    pub(crate) frames: Frames,
+    pub(crate) limits: Limits,
+    /// `disable` as configured, for the ids only grouping produces.
+    disabled: Vec<String>,
+}
+
+impl std::fmt::Debug for AlertRules {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<&str> = self.rules.iter().map(|r| r.id.as_str()).collect();
+        f.debug_struct("AlertRules").field("rules", &ids).finish()
+    }
+}
+
+impl AlertRules {
+    /// Every built-in rule, no user patterns.
+    pub fn defaults() -> Self {
+        Self::with_config(&AlertSettings::default()).expect("the built-in rules compile")
+    }
+
+    /// The built-in rules minus `settings.disable`, after the user's patterns.
+    ///
+    /// Fails on a pattern that does not compile or a `disable` entry that names no rule
+    /// or category, with a message that names it and says what to do.
+    pub fn with_config(settings: &AlertSettings) -> Result<Self, String> {
+        Self::build(settings, Limits::default())
+    }
+
+    /// [`with_config`](Self::with_config) with other limits (tests, benchmarks).
+    pub fn with_limits(settings: &AlertSettings, limits: Limits) -> Result<Self, String> {
+        Self::build(settings, limits)
+    }
+
+    fn build(settings: &AlertSettings, limits: Limits) -> Result<Self, String> {
+        let mut known: Vec<&str> = DEFAULTS.iter().map(|s| s.id).collect();
+        known.extend(DERIVED_IDS);
+        known.extend(CATEGORIES);
+        for name in &settings.disable {
+            if !known.contains(&name.as_str()) {
+                let hint = match corral_config::closest(name, &known) {
+                    Some(near) => format!("did you mean {near:?}?"),
+                    None => format!("categories are {}", CATEGORIES.join(", ")),
+                };
+                return Err(format!(
+                    "alerts.disable: {name:?} is neither a built-in rule id nor a category; {hint}"
+                ));
+            }
+        }
+        let disabled = |id: &str| {
+            settings
+                .disable
+                .iter()
+                .any(|d| d == id || d == category_of(id))
+        };
+
+        let mut rules = Vec::new();
+        for p in &settings.patterns {
+            if DEFAULTS.iter().any(|s| s.id == p.id) {
+                return Err(format!(
+                    "alerts.patterns: id {:?} is a built-in rule's; choose another id \
+                     (to replace the built-in rule, also add it to alerts.disable)",
+                    p.id
+                ));
+            }
+            let regex = Regex::new(&p.regex).map_err(|e| {
+                format!(
+                    "alerts.patterns: pattern {:?} (id {:?}) is not a valid regex: {}; \
+                     fix it in corral.toml (Rust regex syntax, \
+                     https://docs.rs/regex/latest/regex/#syntax)",
+                    p.regex,
+                    p.id,
+                    e.to_string().lines().last().unwrap_or_default().trim()
+                )
+            })?;
+            rules.push(Rule {
+                id: p.id.clone(),
+                category: p.category.clone(),
+                severity: p.severity.into(),
+                action: Action::Line,
+                regex,
+            });
+        }
+        let user_rules = rules.len();
+        let user_set = if user_rules > 0 {
+            let set = RegexSet::new(settings.patterns.iter().map(|p| &p.regex))
+                .map_err(|e| format!("alerts.patterns: {e}"))?;
+            Some(set)
+        } else {
+            None
+        };
+
+        let mut literals: Vec<&'static str> = Vec::new();
+        let mut literal_rules: Vec<u128> = Vec::new();
+        let enabled: Vec<&Spec> = DEFAULTS.iter().filter(|s| !disabled(s.id)).collect();
+        assert!(enabled.len() <= 128, "one u128 holds the candidate set");
+        for (bit, spec) in enabled.iter().enumerate() {
+            for lit in spec.literals {
+                let at = match literals.iter().position(|l| l == lit) {
+                    Some(at) => at,
+                    None => {
+                        literals.push(lit);
+                        literal_rules.push(0);
+                        literals.len() - 1
+                    }
+                };
+                literal_rules[at] |= 1 << bit;
+            }
+            rules.push(Rule {
+                id: spec.id.to_owned(),
+                category: category_of(spec.id).to_owned(),
+                severity: spec.severity,
+                action: spec.action,
+                regex: Regex::new(spec.regex)
+                    .map_err(|e| format!("built-in rule {}: {e}", spec.id))?,
+            });
+        }
+        let prefilter = AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .build(&literals)
+            .map_err(|e| e.to_string())?;
+        let candidates = AhoCorasick::new(&literals).map_err(|e| e.to_string())?;
+        Ok(AlertRules {
+            rules,
+            user_rules,
+            user_set,
+            prefilter,
+            candidates,
+            literal_rules,
+            literals,
+            frames: Frames::new(),
+            limits,
+            disabled: settings.disable.clone(),
+        })
+    }
+
+    /// The ids of the enabled rules, user rules first, each once.
+    pub fn ids(&self) -> Vec<&str> {
+        let mut ids: Vec<&str> = Vec::new();
+        for rule in &self.rules {
+            if !ids.contains(&rule.id.as_str()) {
+                ids.push(&rule.id);
+            }
+        }
+        ids
+    }
+
+    /// Whether alerts with this rule id can be produced.
+    pub fn enabled(&self, id: &str) -> bool {
+        if DERIVED_IDS.contains(&id) {
+            return !self
+                .disabled
+                .iter()
+                .any(|d| d == id || d == category_of(id));
+        }
+        self.rules.iter().any(|r| r.id == id)
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The prefilter's literals, for the benchmark's comparison of prefilters.
+    #[doc(hidden)]
+    pub fn literals(&self) -> &[&'static str] {
+        &self.literals
+    }
+
+    /// The regexes of the built-in rules, for the benchmark's comparison of prefilters.
+    #[doc(hidden)]
+    pub fn builtin_regexes(&self) -> Vec<&str> {
+        self.rules[self.user_rules..]
+            .iter()
+            .map(|r| r.regex.as_str())
+            .collect()
+    }
+
+    /// The first rule matching `line` (already cleaned and cut to `max_scan_bytes`),
+    /// with its captures. The common line costs one Aho-Corasick pass and nothing else.
+    pub(crate) fn find<'l>(&self, line: &'l str) -> Option<(usize, regex::Captures<'l>)> {
+        if let Some(set) = &self.user_set
+            && set.is_match(line)
+        {
+            for (index, rule) in self.rules[..self.user_rules].iter().enumerate() {
+                if let Some(caps) = rule.regex.captures(line) {
+                    return Some((index, caps));
+                }
+            }
+        }
+        if !self.prefilter.is_match(line) {
+            return None;
+        }
+        let mut candidates: u128 = 0;
+        for m in self.candidates.find_overlapping_iter(line) {
+            candidates |= self.literal_rules[m.pattern().as_usize()];
+        }
+        while candidates != 0 {
+            let bit = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            let index = self.user_rules + bit;
+            if let Some(caps) = self.rules[index].regex.captures(line) {
+                return Some((index, caps));
+            }
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_rule_has_a_documented_category_and_literals() {
+        for spec in DEFAULTS {
+            assert!(CATEGORIES.contains(&category_of(spec.id)), "{}", spec.id);
+            assert!(!spec.literals.is_empty(), "{}", spec.id);
+        }
+    }
+
+    #[test]
+    fn ordinary_lines_are_not_candidates() {
+        let rules = AlertRules::defaults();
+        for line in [
+            r#"127.0.0.1 - - [10/Oct/2024:13:55:36 +0000] "GET /api/users HTTP/1.1" 200 2326"#,
+            "2024-10-10T13:55:36.123Z INFO  server: listening on 0.0.0.0:8080",
+            "  VITE v5.0.0  ready in 312 ms",
+            "webpack 5.89.0 compiled successfully in 1234 ms",
+        ] {
+            assert!(!rules.prefilter.is_match(line), "{line}");
+            assert!(rules.find(line).is_none(), "{line}");
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! Verbatim output of real tools (scripts/capture-alert-fixtures.sh), fed line by line,
+//! alone and interleaved with unrelated log lines, must give exactly the expected alerts.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use corral_alerts::{Alert, AlertRules, Scanner, Severity, Stream};
+
+fn fixture(name: &str) -> String {
+    let path = format!("{}/tests/fixtures/{name}.txt", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Lines a busy dev server prints, none of them an error.
+const NOISE: &[&str] = &[
+    r#"127.0.0.1 - - [10/Oct/2024:13:55:36 +0000] "GET /api/users HTTP/1.1" 200 2326"#,
+    "2024-10-10T13:55:36.123Z INFO  http: request completed status=200 ms=3",
+    "\x1b[32m✓\x1b[39m 412 modules transformed.",
+];
+
+/// Feeds `text` line by line (one line of noise after every `every` lines when
+/// `every > 0`), then finishes, and returns the alerts.
+fn scan(text: &str, every: usize) -> Vec<Alert> {
+    static RULES: std::sync::OnceLock<Arc<AlertRules>> = std::sync::OnceLock::new();
+    let rules = RULES.get_or_init(|| Arc::new(AlertRules::defaults()));
+    let mut scanner = Scanner::new(Arc::clone(rules), "process:web");
+    let mut out = Vec::new();
+    let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+    for (i, line) in text.lines().enumerate() {
+        let now = t0 + Duration::from_millis(i as u64);
+        scanner.feed(line, Stream::Stderr, now, &mut out);
+        if every > 0 && i % every == every - 1 {
+            scanner.feed(NOISE[i % NOISE.len()], Stream::Stderr, now, &mut out);
+        }
+    }
+    scanner.finish(&mut out);
+    out
+}
+
+struct Expect<'a> {
+    rule: &'a str,
+    category: &'a str,
+    severity: Severity,
+    message: &'a str,
+    location: Option<&'a str>,
+}
+
+fn check(name: &str, expected: &[Expect<'_>]) {
+    check_with(name, &[0, 1, 3], expected);
+}
+
+fn check_with(name: &str, noise_every: &[usize], expected: &[Expect<'_>]) {
+    let text = fixture(name);
+    // Interleaving must change nothing but the noise (which raises no alert).
+    for &every in noise_every {
+        let alerts = scan(&text, every);
+        let summary: Vec<String> = alerts
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} {} {:?} @ {:?}",
+                    a.rule,
+                    a.severity.as_str(),
+                    a.message,
+                    a.location.as_ref().map(|l| l.to_string())
+                )
+            })
+            .collect();
+        assert_eq!(
+            alerts.len(),
+            expected.len(),
+            "{name}, noise every {every}: {summary:#?}"
+        );
+        for (alert, want) in alerts.iter().zip(expected) {
+            let at = format!("{name}, noise every {every}: {alert:#?}");
+            assert_eq!(alert.rule, want.rule, "{at}");
+            assert_eq!(alert.category, want.category, "{at}");
+            assert_eq!(alert.severity, want.severity, "{at}");
+            assert_eq!(alert.message, want.message, "{at}");
+            assert_eq!(
+                alert.location.as_ref().map(|l| l.to_string()).as_deref(),
+                want.location,
+                "{at}"
+            );
+            assert_eq!(alert.count, 1, "{at}");
+            assert_eq!(alert.source, "process:web", "{at}");
+            assert!(
+                !alert
+                    .lines
+                    .iter()
+                    .any(|l| NOISE.iter().any(|n| l.contains(&n[..20]))),
+                "noise in the group: {at}"
+            );
+        }
+    }
+}
+
+const E: Severity = Severity::Error;
+
+#[test]
+fn rust_type_errors_are_one_alert_each_at_their_arrow_line() {
+    check(
+        "rust_type_error",
+        &[
+            Expect {
+                rule: "rust.compile_error",
+                category: "rust",
+                severity: E,
+                message: "mismatched types",
+                location: Some("src/main.rs:2:21"),
+            },
+            Expect {
+                rule: "rust.compile_error",
+                category: "rust",
+                severity: E,
+                message: "mismatched types",
+                location: Some("src/main.rs:3:21"),
+            },
+        ],
+    );
+}
+
+#[test]
+fn rust_panic_with_backtrace_reports_the_message_line_and_the_panic_site() {
+    // The line after the header is the message: Rust writes both under the stderr lock,
+    // so no other line of the process comes between them (noise every 1 or 3 would).
+    check_with(
+        "rust_panic",
+        &[0, 4, 5],
+        &[Expect {
+            rule: "rust.panic",
+            category: "rust",
+            severity: E,
+            message: "PORT must be a number: ParseIntError { kind: InvalidDigit }",
+            location: Some("src/main.rs:2:18"),
+        }],
+    );
+    let alerts = scan(&fixture("rust_panic"), 0);
+    assert!(
+        alerts[0]
+            .lines
+            .last()
+            .unwrap()
+            .starts_with("note: Some details"),
+        "{:#?}",
+        alerts[0].lines
+    );
+}
+
+#[test]
+fn python_traceback_reports_the_exception_and_the_innermost_user_frame() {
+    check(
+        "python_traceback",
+        &[Expect {
+            rule: "python.traceback",
+            category: "python",
+            severity: E,
+            message: "ValueError: time data '31/01/2024' does not match format '%Y-%m-%d'",
+            // Not _strptime.py (stdlib, innermost) and not line 18 (outermost).
+            location: Some("/tmp/corral-fixtures/python_traceback/app.py:9"),
+        }],
+    );
+}
+
+#[test]
+fn python_syntax_error_without_traceback_header() {
+    check(
+        "python_syntax_error",
+        &[Expect {
+            rule: "python.syntax_error",
+            category: "python",
+            severity: E,
+            message: "SyntaxError: '{' was never closed",
+            location: Some("/tmp/corral-fixtures/python_syntax_error/app.py:2"),
+        }],
+    );
+}
+
+#[test]
+fn node_type_error_points_at_the_first_user_frame() {
+    check(
+        "node_type_error",
+        &[Expect {
+            rule: "node.error",
+            category: "node",
+            severity: E,
+            message: "TypeError: Cannot read properties of undefined (reading 'name')",
+            location: Some("/tmp/corral-fixtures/node_type_error/server.js:2:23"),
+        }],
+    );
+}
+
+#[test]
+fn node_unhandled_rejections() {
+    check(
+        "node_unhandled_rejection",
+        &[Expect {
+            rule: "node.error",
+            category: "node",
+            severity: E,
+            message: "Error: job 42 not found",
+            location: Some("/tmp/corral-fixtures/node_unhandled_rejection/worker.js:3:9"),
+        }],
+    );
+    let alerts = scan(&fixture("node_rejection_value"), 0);
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    assert_eq!(alerts[0].rule, "node.unhandled_rejection");
+    assert!(
+        alerts[0].message.contains(r#"reason "config missing""#),
+        "{}",
+        alerts[0].message
+    );
+}
+
+#[test]
+fn node_module_not_found_skips_node_internal_frames() {
+    check(
+        "node_module_not_found",
+        &[Expect {
+            rule: "node.module_not_found",
+            category: "node",
+            severity: E,
+            message: "Error: Cannot find module './lib/missing-helper'",
+            location: Some("/tmp/corral-fixtures/node_module_not_found/index.js:1:11"),
+        }],
+    );
+}
+
+#[test]
+fn tsc_errors_plain_and_pretty() {
+    let want = [Expect {
+        rule: "typescript.error",
+        category: "typescript",
+        severity: E,
+        message: "Type 'string' is not assignable to type 'number'.",
+        location: Some("app.ts:5:26"),
+    }];
+    check("tsc_error", &want);
+    check("tsc_error_pretty", &want);
+}
+
+#[test]
+fn go_panic_points_at_user_code_not_sort_or_runtime() {
+    check(
+        "go_panic",
+        &[Expect {
+            rule: "go.panic",
+            category: "go",
+            severity: E,
+            message: "runtime error: index out of range [6] with length 3",
+            location: Some("/tmp/corral-fixtures/go_panic/main.go:9"),
+        }],
+    );
+}
+
+#[test]
+fn go_build_error() {
+    check(
+        "go_build_error",
+        &[Expect {
+            rule: "go.build_error",
+            category: "go",
+            severity: E,
+            message: r#"cannot use "8080" (untyped string constant) as int value in variable declaration"#,
+            location: Some("./main.go:6:17"),
+        }],
+    );
+}
+
+#[test]
+fn java_exception_reports_top_and_root_cause_at_the_cause_user_frame() {
+    check(
+        "java_exception",
+        &[Expect {
+            rule: "java.exception",
+            category: "java",
+            severity: E,
+            message: "java.lang.IllegalStateException: cannot start server (caused by java.lang.NumberFormatException: For input string: \"eighty\")",
+            location: Some("Main.java:5"),
+        }],
+    );
+}
+
+#[test]
+fn every_fixture_is_tested() {
+    let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let source = include_str!("real_output.rs");
+    for name in names {
+        let stem = name.trim_end_matches(".txt");
+        assert!(
+            source.contains(&format!("\"{stem}\"")),
+            "fixture {name} has no test"
+        );
+    }
+}

@@ -1,0 +1,694 @@
+//! Behaviour of the scanner and the alert log, line by line.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, SystemTime};
+
+use corral_alerts::{
+    Alert, AlertLog, AlertQuery, AlertRules, Limits, Recorded, Scanner, Severity, Stream,
+};
+use corral_config::{AlertPattern, AlertSettings, AlertSeverity};
+
+fn t(secs: u64) -> SystemTime {
+    SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
+}
+
+fn defaults() -> Arc<AlertRules> {
+    static RULES: OnceLock<Arc<AlertRules>> = OnceLock::new();
+    Arc::clone(RULES.get_or_init(|| Arc::new(AlertRules::defaults())))
+}
+
+fn scan_with(rules: Arc<AlertRules>, lines: &[&str]) -> Vec<Alert> {
+    let mut scanner = Scanner::new(rules, "process:web");
+    let mut out = Vec::new();
+    for line in lines {
+        scanner.feed(line, Stream::Stderr, t(0), &mut out);
+    }
+    scanner.finish(&mut out);
+    out
+}
+
+fn scan(lines: &[&str]) -> Vec<Alert> {
+    scan_with(defaults(), lines)
+}
+
+/// The one alert `lines` give.
+fn one(lines: &[&str]) -> Alert {
+    let mut alerts = scan(lines);
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    alerts.remove(0)
+}
+
+fn loc(a: &Alert) -> String {
+    a.location
+        .as_ref()
+        .map(|l| l.to_string())
+        .unwrap_or_default()
+}
+
+#[test]
+fn ordinary_lines_raise_nothing() {
+    let alerts = scan(&[
+        r#"127.0.0.1 - - [10/Oct/2024:13:55:36 +0000] "GET /errors HTTP/1.1" 200 12"#,
+        "2024-10-10 INFO worker: processed 12 jobs, 0 errors",
+        "error_count=0 warnings=none",
+        "  VITE v5.4.0  ready in 312 ms",
+        "",
+    ]);
+    assert!(alerts.is_empty(), "{alerts:#?}");
+}
+
+#[test]
+fn an_access_log_line_inside_a_traceback_neither_splits_nor_joins_it() {
+    let alerts = scan(&[
+        "Traceback (most recent call last):",
+        r#"  File "/app/main.py", line 3, in <module>"#,
+        r#"127.0.0.1 - - [10/Oct/2024] "GET / HTTP/1.1" 500 -"#,
+        "    run()",
+        "2024-10-10 12:00:00 ERROR db: pool exhausted",
+        r#"  File "/app/jobs.py", line 8, in run"#,
+        "    raise KeyError(name)",
+        "KeyError: 'job'",
+        "next line",
+    ]);
+    assert_eq!(alerts.len(), 2, "{alerts:#?}");
+    // The interleaved ERROR line is an alert of its own, reported as it came.
+    assert_eq!(alerts[0].rule, "generic.error_log");
+    assert_eq!(alerts[0].message, "db: pool exhausted");
+    let tb = &alerts[1];
+    assert_eq!(tb.rule, "python.traceback");
+    assert_eq!(tb.message, "KeyError: 'job'");
+    assert_eq!(loc(tb), "/app/jobs.py:8");
+    assert_eq!(tb.lines.len(), 6, "{:#?}", tb.lines);
+    assert!(
+        !tb.lines
+            .iter()
+            .any(|l| l.contains("GET /") || l.contains("pool"))
+    );
+}
+
+#[test]
+fn chained_python_exceptions_are_one_alert_with_the_last_exception() {
+    let a = one(&[
+        "Traceback (most recent call last):",
+        r#"  File "/app/a.py", line 2, in <module>"#,
+        "KeyError: 'x'",
+        "",
+        "During handling of the above exception, another exception occurred:",
+        "",
+        "Traceback (most recent call last):",
+        r#"  File "/app/a.py", line 4, in <module>"#,
+        "ValueError: bad",
+    ]);
+    assert_eq!(a.message, "ValueError: bad");
+    assert_eq!(loc(&a), "/app/a.py:4");
+}
+
+#[test]
+fn ansi_colours_are_stripped_before_matching() {
+    let a = one(&[
+        "\x1b[0m\x1b[1m\x1b[38;5;9merror[E0425]\x1b[0m\x1b[0m\x1b[1m: cannot find value `x` in this scope\x1b[0m",
+        "\x1b[0m \x1b[0m\x1b[0m\x1b[1m\x1b[38;5;12m--> \x1b[0m\x1b[0msrc/lib.rs:4:5\x1b[0m",
+        "",
+    ]);
+    assert_eq!(a.rule, "rust.compile_error");
+    assert_eq!(a.message, "cannot find value `x` in this scope");
+    assert_eq!(loc(&a), "src/lib.rs:4:5");
+    assert!(
+        a.lines.iter().all(|l| !l.contains('\x1b')),
+        "{:#?}",
+        a.lines
+    );
+}
+
+#[test]
+fn a_progress_bar_line_is_judged_by_its_last_text() {
+    let alerts = scan(&["building 10%\rbuilding 50%\rERROR build failed: out of disk"]);
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    assert_eq!(alerts[0].message, "build failed: out of disk");
+    assert_eq!(alerts[0].lines, vec!["ERROR build failed: out of disk"]);
+    // An error overwritten by a later progress frame is gone from the screen.
+    assert!(scan(&["ERROR transient\rbuilding 60%"]).is_empty());
+}
+
+#[test]
+fn single_line_rules_of_every_ecosystem() {
+    let cases: &[(&str, &str, Severity, &str, &str)] = &[
+        (
+            "src/a.ts(3,7): error TS2322: Type 'x' is not assignable.",
+            "typescript.error",
+            Severity::Error,
+            "Type 'x' is not assignable.",
+            "src/a.ts:3:7",
+        ),
+        (
+            "./main.go:12:5: undefined: foo",
+            "go.build_error",
+            Severity::Error,
+            "undefined: foo",
+            "./main.go:12:5",
+        ),
+        (
+            "FAIL\texample.com/m/pkg\t0.012s",
+            "go.package_fail",
+            Severity::Error,
+            "example.com/m/pkg",
+            "",
+        ),
+        (
+            "main.c:3:5: error: expected ';' before '}' token",
+            "c.compile_error",
+            Severity::Error,
+            "expected ';' before '}' token",
+            "main.c:3:5",
+        ),
+        (
+            "main.c:9:1: warning: unused variable 'x'",
+            "c.warning",
+            Severity::Warning,
+            "unused variable 'x'",
+            "main.c:9:1",
+        ),
+        (
+            "/app/x.py:3: DeprecationWarning: the imp module is deprecated",
+            "python.warning",
+            Severity::Warning,
+            "DeprecationWarning: the imp module is deprecated",
+            "/app/x.py:3",
+        ),
+        (
+            "(node:4242) [DEP0005] DeprecationWarning: Buffer() is deprecated",
+            "node.warning",
+            Severity::Warning,
+            "DeprecationWarning: Buffer() is deprecated",
+            "",
+        ),
+        (
+            "(node:4242) UnhandledPromiseRejectionWarning: Error: boom",
+            "node.unhandled_rejection",
+            Severity::Error,
+            "Error: boom",
+            "",
+        ),
+        (
+            "Error: listen EADDRINUSE: address already in use :::3000",
+            "generic.error_line",
+            Severity::Error,
+            "Error: listen EADDRINUSE: address already in use :::3000",
+            "",
+        ),
+        (
+            "[server] listen EADDRINUSE :::3000",
+            "generic.address_in_use",
+            Severity::Error,
+            "[server] listen EADDRINUSE :::3000",
+            "",
+        ),
+        (
+            "connect ECONNREFUSED 127.0.0.1:5432",
+            "generic.connection_refused",
+            Severity::Error,
+            "connect ECONNREFUSED 127.0.0.1:5432",
+            "",
+        ),
+        (
+            "Segmentation fault (core dumped)",
+            "generic.segfault",
+            Severity::Error,
+            "Segmentation fault (core dumped)",
+            "",
+        ),
+        (
+            "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+            "generic.out_of_memory",
+            Severity::Error,
+            "FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory",
+            "",
+        ),
+        (
+            "2024-01-01 12:00:00 FATAL: database is down",
+            "generic.fatal",
+            Severity::Error,
+            "database is down",
+            "",
+        ),
+        (
+            "fatal: not a git repository",
+            "generic.fatal",
+            Severity::Error,
+            "not a git repository",
+            "",
+        ),
+        (
+            "[2024-01-01T00:00:00Z ERROR api::db] connection lost",
+            "generic.error_log",
+            Severity::Error,
+            "api::db] connection lost",
+            "",
+        ),
+        (
+            "ERROR:root:could not send mail",
+            "generic.error_log",
+            Severity::Error,
+            "root:could not send mail",
+            "",
+        ),
+        (
+            "time=2024-01-01 level=error msg=\"cache miss storm\" n=3",
+            "generic.error_log",
+            Severity::Error,
+            "cache miss storm",
+            "",
+        ),
+        (
+            r#"{"level":"error","ts":1,"msg":"payment failed"}"#,
+            "generic.error_log",
+            Severity::Error,
+            "payment failed",
+            "",
+        ),
+    ];
+    for &(line, rule, severity, message, location) in cases {
+        let a = one(&[line]);
+        assert_eq!(
+            (
+                a.rule.as_str(),
+                a.severity,
+                a.message.as_str(),
+                loc(&a).as_str()
+            ),
+            (rule, severity, message, location),
+            "{line}"
+        );
+        assert_eq!(a.category, rule.split('.').next().unwrap());
+    }
+}
+
+#[test]
+fn multi_line_groups_of_other_ecosystems() {
+    let ruby = one(&[
+        "/usr/lib/ruby/gems/3.1.0/gems/rack-2.2.8/lib/rack/lint.rb:17:in `assert': env missing (Rack::Lint::LintError)",
+        "\tfrom /usr/lib/ruby/gems/3.1.0/gems/rack-2.2.8/lib/rack/lint.rb:40:in `call'",
+        "\tfrom /app/config.ru:5:in `block in <main>'",
+    ]);
+    assert_eq!(
+        (ruby.rule.as_str(), ruby.message.as_str()),
+        ("ruby.exception", "Rack::Lint::LintError: env missing")
+    );
+    assert_eq!(loc(&ruby), "/app/config.ru:5");
+
+    let dotnet = one(&[
+        "Unhandled exception. System.InvalidOperationException: Sequence contains no elements",
+        "   at System.Linq.ThrowHelper.ThrowNoElementsException()",
+        "   at System.Linq.Enumerable.First[TSource](IEnumerable`1 source)",
+        "   at Api.Program.Main(String[] args) in /src/Api/Program.cs:line 14",
+        "",
+    ]);
+    assert_eq!(dotnet.rule, "dotnet.exception");
+    assert_eq!(
+        dotnet.message,
+        "System.InvalidOperationException: Sequence contains no elements"
+    );
+    assert_eq!(loc(&dotnet), "/src/Api/Program.cs:14");
+
+    let vite = one(&[
+        "12:00:01 PM [vite] Internal server error: Failed to resolve import \"./Missing\" from \"src/App.tsx\". Does the file exist?",
+        "  Plugin: vite:import-analysis",
+        "  File: /app/src/App.tsx:3:20",
+        "  1  |  import React from 'react'",
+        "12:00:02 PM [vite] page reload src/main.tsx",
+    ]);
+    assert_eq!(vite.rule, "bundler.vite");
+    assert!(
+        vite.message.starts_with("Failed to resolve import"),
+        "{}",
+        vite.message
+    );
+    assert_eq!(loc(&vite), "/app/src/App.tsx:3:20");
+
+    let webpack = one(&[
+        "ERROR in ./src/index.js 3:10",
+        "Module parse failed: Unexpected token (3:10)",
+        "You may need an appropriate loader to handle this file type.",
+        "",
+        "webpack 5.89.0 compiled with 1 error in 210 ms",
+    ]);
+    assert_eq!(
+        (webpack.rule.as_str(), webpack.message.as_str()),
+        (
+            "bundler.webpack",
+            "Module parse failed: Unexpected token (3:10)"
+        )
+    );
+    assert_eq!(loc(&webpack), "./src/index.js:3:10");
+
+    let esbuild = one(&[
+        "✘ [ERROR] Could not resolve \"left-pad\"",
+        "",
+        "    src/index.ts:1:20:",
+        "      1 │ import pad from \"left-pad\";",
+        "",
+        "1 error",
+    ]);
+    assert_eq!(
+        (esbuild.rule.as_str(), esbuild.message.as_str()),
+        ("bundler.esbuild", "Could not resolve \"left-pad\"")
+    );
+    assert_eq!(loc(&esbuild), "src/index.ts:1:20");
+
+    let next = one(&[
+        "Failed to compile.",
+        "",
+        "./src/app/page.tsx:4:7",
+        "Type error: Type 'number' is not assignable to type 'string'.",
+        "",
+    ]);
+    assert_eq!(
+        (next.rule.as_str(), next.message.as_str()),
+        (
+            "bundler.nextjs",
+            "Type error: Type 'number' is not assignable to type 'string'."
+        )
+    );
+    assert_eq!(loc(&next), "./src/app/page.tsx:4:7");
+
+    let gotest = one(&[
+        "--- FAIL: TestParse (0.00s)",
+        "    parse_test.go:12: got 3, want 4",
+        "FAIL",
+    ]);
+    assert_eq!(
+        (gotest.rule.as_str(), gotest.message.as_str()),
+        ("go.test_fail", "TestParse: got 3, want 4")
+    );
+    assert_eq!(loc(&gotest), "parse_test.go:12");
+
+    let old_panic = one(&["thread 'main' panicked at 'boom', src/main.rs:2:5"]);
+    assert_eq!(
+        (old_panic.message.as_str(), loc(&old_panic).as_str()),
+        ("boom", "src/main.rs:2:5")
+    );
+
+    let warn = one(&[
+        "warning: unused variable: `x`",
+        " --> src/main.rs:2:9",
+        "  |",
+        "",
+    ]);
+    assert_eq!(
+        (warn.rule.as_str(), warn.severity),
+        ("rust.warning", Severity::Warning)
+    );
+    // cargo's summaries repeat the diagnostics and are not alerts.
+    assert!(
+        scan(&[
+            "warning: `app` (bin \"app\") generated 1 warning",
+            "error: could not compile `app` (bin \"app\") due to 1 previous error"
+        ])
+        .is_empty()
+    );
+}
+
+#[test]
+fn an_idle_group_is_completed_by_tick_and_not_before() {
+    let mut scanner = Scanner::new(defaults(), "process:api");
+    let mut out = Vec::new();
+    scanner.feed(
+        "TypeError: x is not a function",
+        Stream::Stderr,
+        t(0),
+        &mut out,
+    );
+    scanner.feed(
+        "    at main (/app/a.js:1:1)",
+        Stream::Stderr,
+        t(0),
+        &mut out,
+    );
+    assert!(scanner.pending());
+    scanner.tick(t(0) + Duration::from_millis(999), &mut out);
+    assert!(out.is_empty() && scanner.pending());
+    scanner.tick(t(0) + Duration::from_millis(1000), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(loc(&out[0]), "/app/a.js:1:1");
+    assert!(!scanner.pending());
+}
+
+#[test]
+fn streams_have_separate_groups() {
+    let mut scanner = Scanner::new(defaults(), "process:web");
+    let mut out = Vec::new();
+    scanner.feed(
+        "Traceback (most recent call last):",
+        Stream::Stderr,
+        t(0),
+        &mut out,
+    );
+    scanner.feed("GET / 200", Stream::Stdout, t(0), &mut out);
+    scanner.feed(
+        r#"  File "/app/x.py", line 1, in <module>"#,
+        Stream::Stderr,
+        t(0),
+        &mut out,
+    );
+    scanner.feed("RuntimeError: stop", Stream::Stderr, t(0), &mut out);
+    scanner.finish(&mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].stream, out[0].message.as_str()),
+        (Stream::Stderr, "RuntimeError: stop")
+    );
+}
+
+#[test]
+fn a_group_is_bounded_in_lines_and_bytes() {
+    let limits = Limits {
+        max_group_lines: 10,
+        max_line_bytes: 64,
+        ..Limits::default()
+    };
+    let rules = Arc::new(AlertRules::with_limits(&AlertSettings::default(), limits).unwrap());
+    let long_frame = format!("    at f (/app/{}.js:1:1)", "x".repeat(500));
+    let mut lines = vec!["TypeError: deep".to_owned()];
+    lines.extend((0..5000).map(|_| long_frame.clone()));
+    let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let alerts = scan_with(rules, &refs);
+    // The span limit ends a stack that never ends: 1000 lines per alert.
+    assert_eq!(alerts.len(), 1, "{}", alerts.len());
+    let a = &alerts[0];
+    assert_eq!(a.lines.len(), 10);
+    assert!(a.lines.iter().all(|l| l.len() <= 64), "{:#?}", a.lines);
+    assert_eq!(a.lines.last().unwrap(), "[… 991 more lines]");
+}
+
+#[test]
+fn a_one_mib_line_is_scanned_by_its_start_and_stored_capped() {
+    let huge = format!("ERROR bundle failed {}", "a".repeat(1 << 20));
+    let start = std::time::Instant::now();
+    let a = one(&[&huge]);
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(a.rule, "generic.error_log");
+    assert!(a.message.len() <= 500 && a.message.starts_with("bundle failed aaa"));
+    assert!(a.lines[0].len() <= 1000);
+    // The same past the scan limit is not looked at.
+    let late = format!("{} ERROR late", "a".repeat(1 << 20));
+    assert!(scan(&[&late]).is_empty());
+}
+
+#[test]
+fn message_is_capped_at_a_char_boundary() {
+    let a = one(&[&format!("ERROR {}", "é".repeat(400))]);
+    assert!(
+        a.message.len() <= 500 && a.message.ends_with('…'),
+        "{}",
+        a.message.len()
+    );
+}
+
+fn settings(patterns: Vec<AlertPattern>, disable: &[&str]) -> AlertSettings {
+    AlertSettings {
+        patterns,
+        disable: disable.iter().map(|s| s.to_string()).collect(),
+        ..AlertSettings::default()
+    }
+}
+
+#[test]
+fn user_patterns_come_first_and_disable_takes_ids_and_categories() {
+    let pattern = AlertPattern {
+        id: "myapp.db_down".into(),
+        regex: r"DB-(?P<msg>\d+) at (?P<file>\S+):(?P<line>\d+)".into(),
+        severity: AlertSeverity::Warning,
+        category: "myapp".into(),
+    };
+    let rules = Arc::new(
+        AlertRules::with_config(&settings(vec![pattern], &["generic", "python.traceback"]))
+            .unwrap(),
+    );
+    let alerts = scan_with(
+        Arc::clone(&rules),
+        &[
+            "ERROR DB-42 at db.rs:7",
+            "ERROR plain",
+            "Traceback (most recent call last):",
+            r#"  File "/app/x.py", line 1, in <module>"#,
+            "ValueError: x",
+            "TypeError: y is undefined",
+            "    at f (/app/y.js:2:3)",
+        ],
+    );
+    let got: Vec<(&str, &str, &str, Severity)> = alerts
+        .iter()
+        .map(|a| {
+            (
+                a.rule.as_str(),
+                a.category.as_str(),
+                a.message.as_str(),
+                a.severity,
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("myapp.db_down", "myapp", "42", Severity::Warning),
+            (
+                "node.error",
+                "node",
+                "TypeError: y is undefined",
+                Severity::Error
+            ),
+        ]
+    );
+    assert_eq!(loc(&alerts[0]), "db.rs:7");
+    assert!(
+        rules.enabled("node.error")
+            && !rules.enabled("generic.error_log")
+            && !rules.enabled("generic.error_line")
+    );
+}
+
+#[test]
+fn bad_user_config_is_an_error_that_names_it_and_the_fix() {
+    let bad = AlertPattern {
+        id: "custom.1".into(),
+        regex: "panic: (unclosed".into(),
+        severity: AlertSeverity::Error,
+        category: "custom".into(),
+    };
+    let err = AlertRules::with_config(&settings(vec![bad], &[])).unwrap_err();
+    assert!(
+        err.contains(r#""panic: (unclosed""#)
+            && err.contains("unclosed group")
+            && err.contains("fix it in corral.toml"),
+        "{err}"
+    );
+
+    let err = AlertRules::with_config(&settings(vec![], &["python.tracebak"])).unwrap_err();
+    assert_eq!(
+        err,
+        r#"alerts.disable: "python.tracebak" is neither a built-in rule id nor a category; did you mean "python.traceback"?"#
+    );
+}
+
+fn alert(id_message: &str, source: &str, severity: Severity, at: SystemTime) -> Alert {
+    let mut scanner = Scanner::new(defaults(), source);
+    let mut out = Vec::new();
+    let line = match severity {
+        Severity::Error => format!("ERROR {id_message}"),
+        Severity::Warning => format!("main.c:1:1: warning: {id_message}"),
+    };
+    scanner.feed(&line, Stream::Stdout, at, &mut out);
+    out.pop().expect("an alert")
+}
+
+#[test]
+fn repeats_within_the_window_are_counted_and_beyond_it_are_new() {
+    let mut log = AlertLog::new(Duration::from_secs(60), 200);
+    let first = alert("db down", "process:web", Severity::Error, t(0));
+    let id = first.id.clone();
+    assert!(matches!(log.record(first), Recorded::New(a) if a.count == 1));
+    assert_eq!(
+        log.record(alert("db down", "process:web", Severity::Error, t(30))),
+        Recorded::Repeat { id: &id, count: 2 }
+    );
+    // The window runs from the last sighting (30 s): 90 s is still within it.
+    assert_eq!(
+        log.record(alert("db down", "process:web", Severity::Error, t(90))),
+        Recorded::Repeat { id: &id, count: 3 }
+    );
+    let entry = log.get(&id).unwrap();
+    assert_eq!(
+        (entry.count, entry.first_seen, entry.last_seen),
+        (3, t(0), t(90))
+    );
+    // 151 s is 61 s after the last sighting: news again.
+    assert!(
+        matches!(log.record(alert("db down", "process:web", Severity::Error, t(151))), Recorded::New(a) if a.count == 1 && a.id == id)
+    );
+    assert_eq!(log.len(), 2);
+    // Another source is another alert.
+    assert!(matches!(
+        log.record(alert("db down", "process:api", Severity::Error, t(152))),
+        Recorded::New(_)
+    ));
+}
+
+#[test]
+fn the_ring_keeps_the_newest_and_answers_queries() {
+    let mut log = AlertLog::new(Duration::from_secs(60), 3);
+    for i in 0..5u64 {
+        let (source, severity) = if i % 2 == 0 {
+            ("process:web", Severity::Error)
+        } else {
+            ("server:files", Severity::Warning)
+        };
+        log.record(alert(&format!("n{i}"), source, severity, t(i)));
+    }
+    assert_eq!(log.len(), 3);
+    let all = log.query(&AlertQuery::default());
+    let messages: Vec<&str> = all.iter().map(|a| a.message.as_str()).collect();
+    assert_eq!(messages, vec!["n2", "n3", "n4"]);
+    let q = |q: AlertQuery| {
+        log.query(&q)
+            .into_iter()
+            .map(|a| a.message)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        q(AlertQuery {
+            since: Some(t(3)),
+            ..Default::default()
+        }),
+        vec!["n3", "n4"]
+    );
+    assert_eq!(
+        q(AlertQuery {
+            source: Some("server:files".into()),
+            ..Default::default()
+        }),
+        vec!["n3"]
+    );
+    assert_eq!(
+        q(AlertQuery {
+            severity: Some(Severity::Error),
+            ..Default::default()
+        }),
+        vec!["n2", "n4"]
+    );
+    assert_eq!(
+        q(AlertQuery {
+            limit: Some(1),
+            ..Default::default()
+        }),
+        vec!["n4"]
+    );
+    // An evicted alert is forgotten by dedup too: it comes back as new.
+    assert!(
+        log.get(&alert("n0", "process:web", Severity::Error, t(0)).id)
+            .is_none()
+    );
+    assert!(matches!(
+        log.record(alert("n0", "process:web", Severity::Error, t(6))),
+        Recorded::New(_)
+    ));
+}
