@@ -54,13 +54,13 @@ impl std::fmt::Display for LastExit {
     }
 }
 
-/// Planned: one dev process (`[processes.NAME]`) as `corral ps` shows it.
+/// One dev process (`[processes.NAME]`) as `corral ps` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ProcessRow {
     pub name: String,
-    /// `starting`, `ready`, `running`, `exited`, `crashed`, `backoff`, `stopped`,
-    /// `gave_up` … (a string, as for servers).
+    /// `starting`, `ready`, `backoff`, `stopped`, `failed`, `gave_up` (a string, as
+    /// for servers).
     pub state: String,
     pub pid: Option<u32>,
     pub uptime_s: Option<u64>,
@@ -75,6 +75,11 @@ pub struct ProcessRow {
     /// The ports it listens on, when known.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<u16>,
+    /// What it waits for before it can start (`server 'db'`), while it waits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting_for: Option<String>,
+    /// Why its last run died or failed to start.
+    pub last_error: Option<String>,
 }
 
 /// The daemon itself: the `status` reply, and `daemon` in the `ps` reply.

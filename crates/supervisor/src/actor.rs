@@ -231,6 +231,7 @@ pub(crate) struct Unit {
     /// `None` when the unit is `quiet` or there is no console.
     pub console: Option<Console>,
     pub contain: Containment,
+    pub alerts: Option<Arc<crate::alerts::Alerts>>,
 }
 
 impl Unit {
@@ -279,6 +280,7 @@ impl Unit {
                 guard: opts.guard.clone(),
                 reaper: opts.reaper.clone(),
             },
+            alerts: opts.alerts.clone(),
         }
     }
 
@@ -292,6 +294,11 @@ impl Unit {
 
     pub(crate) fn event(&self, what: Happened) -> Event {
         Event::new(what.kind(self.family), self.source())
+    }
+
+    /// An alert scanner for one of this unit's output streams, when alerts are on.
+    pub(crate) fn alert_feed(&self) -> Option<crate::alerts::Feed> {
+        self.alerts.as_ref().map(|a| a.feed(&self.source()))
     }
 
     pub(crate) fn emit(&self, ev: Event) {
@@ -348,6 +355,11 @@ pub(crate) trait Role: Send + Sync + 'static {
 
     /// How the phase before ready is named in messages: "during initialize".
     const DURING_START: &'static str;
+
+    /// Waits until what the unit depends on is ready (before every run).
+    fn prerequisites(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 
     /// Spawns a run, or says why this config can never run (permanent).
     fn spawn(&self) -> Result<Instance, SpawnFailure>;
@@ -527,6 +539,23 @@ impl<R: Role> Actor<R> {
         let role = self.role.clone();
         let unit = role.unit();
         self.set_phase(Phase::Starting { pid: None }, |_| {});
+        let interrupted = {
+            let ready = role.prerequisites();
+            tokio::pin!(ready);
+            loop {
+                break tokio::select! {
+                    () = &mut ready => None,
+                    msg = self.ctl.recv() => match Self::interrupts(msg) {
+                        Some(msg) => Some(msg),
+                        None => continue,
+                    },
+                    _ = self.cancel.cancelled() => Some(None),
+                };
+            }
+        };
+        if let Some(msg) = interrupted {
+            return self.stopped(msg);
+        }
         unit.emit(role.starting_fields(unit.event(Happened::Starting)));
         let mut inst = match role.spawn() {
             Ok(inst) => inst,
@@ -718,6 +747,12 @@ impl<R: Role> Actor<R> {
         let stdin_closed = run.close_stdin();
         inst.stop(self.role.policy().stop_grace, stdin_closed).await;
         drop(inst);
+        self.stopped(msg)
+    }
+
+    /// Settles a requested stop: the phase, then the one `*.stopped` event.
+    fn stopped(&self, msg: Option<Control>) -> Ended {
+        let unit = self.unit();
         let (reason, phase) = match &msg {
             Some(Control::Restart(_)) => ("restart", Phase::Starting { pid: None }),
             None => ("shutdown", Phase::Stopped),

@@ -25,12 +25,14 @@
 //! concurrently.
 
 mod actor;
+pub mod alerts;
 mod console;
 mod exit;
 pub mod guard;
 mod instance;
 pub mod lines;
 pub mod output;
+pub mod process;
 pub mod pty;
 pub mod ready;
 pub mod reaper;
@@ -41,6 +43,7 @@ pub mod stderr;
 
 pub use actor::{EVENT_TAIL_LINES, ExitInfo, Family, Life, Phase, State};
 pub use console::{Console, escape_for_terminal};
+pub use process::{Dependency, ProcessHandle, ProcessStatus};
 pub use rpc::{Notification, RpcError};
 pub use server::{
     CallError, FRAMING_MESSAGE, PING_TIMEOUT, PROTOCOL_VERSION, ServerHandle, ServerState,
@@ -53,7 +56,7 @@ pub(crate) fn warn(msg: &str) {
     let _ = writeln!(std::io::stderr(), "corral: warning: {msg}");
 }
 
-use corral_config::ServerConfig;
+use corral_config::{ProcessConfig, ServerConfig};
 use corral_events::EventBus;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -83,6 +86,9 @@ pub struct SupervisorOptions {
     /// before the response that follows it. Set once, after start (the gateway is built
     /// on the handles).
     pub on_notification: Option<NotificationHook>,
+    /// Scans every process's output and every server's stderr for errors; `None`: no
+    /// alerts.
+    pub alerts: Option<std::sync::Arc<alerts::Alerts>>,
 }
 
 /// A notification callback, installable after the supervisor started.
@@ -108,6 +114,7 @@ impl SupervisorOptions {
             reaper: None,
             requests: None,
             on_notification: None,
+            alerts: None,
         }
     }
 }
@@ -142,15 +149,16 @@ impl SupervisorOptions {
 }
 
 /// One running actor.
-struct Entry {
-    handle: ServerHandle,
+struct Entry<H> {
+    handle: H,
     cancel: CancellationToken,
     task: tokio::task::JoinHandle<()>,
 }
 
-/// All server actors of one project.
+/// All server and process actors of one project.
 pub struct Supervisor {
-    servers: BTreeMap<String, Entry>,
+    servers: BTreeMap<String, Entry<ServerHandle>>,
+    processes: BTreeMap<String, Entry<ProcessHandle>>,
     cancel: CancellationToken,
     opts: SupervisorOptions,
 }
@@ -163,6 +171,7 @@ impl Supervisor {
     ) -> Self {
         let mut sup = Supervisor {
             servers: BTreeMap::new(),
+            processes: BTreeMap::new(),
             cancel: CancellationToken::new(),
             opts: opts.clone(),
         };
@@ -197,6 +206,75 @@ impl Supervisor {
         true
     }
 
+    /// Starts dev processes, given in dependency order
+    /// ([`corral_config::Config::start_order`]); each starts once what it depends on is
+    /// ready.
+    pub fn start_processes<'a>(
+        &mut self,
+        processes: impl IntoIterator<Item = &'a ProcessConfig>,
+    ) -> Result<(), String> {
+        for cfg in processes {
+            self.add_process(cfg.clone())?;
+        }
+        Ok(())
+    }
+
+    /// Starts a process (the name must be new). What it depends on must exist already:
+    /// an error names what does not.
+    pub fn add_process(&mut self, cfg: ProcessConfig) -> Result<ProcessHandle, String> {
+        if self.processes.contains_key(&cfg.name) {
+            return Err(format!("a process named '{}' runs already", cfg.name));
+        }
+        let mut deps = Vec::new();
+        for name in &cfg.depends_on {
+            let dep = match (self.processes.get(name), self.servers.get(name)) {
+                (Some(p), _) => p.handle.dependency(),
+                (None, Some(s)) => Dependency {
+                    label: format!("server '{name}'"),
+                    life: s.handle.watch(),
+                },
+                (None, None) => {
+                    return Err(format!(
+                        "process '{}' depends on '{name}', which is neither a process nor a server here",
+                        cfg.name
+                    ));
+                }
+            };
+            deps.push(dep);
+        }
+        let cancel = self.cancel.child_token();
+        let (handle, task) = ProcessHandle::spawn(cfg, deps, &self.opts, cancel.clone());
+        self.processes.insert(
+            handle.name().to_owned(),
+            Entry {
+                handle: handle.clone(),
+                cancel,
+                task,
+            },
+        );
+        Ok(handle)
+    }
+
+    /// Stops a process gracefully and forgets it; `false` if there is none by that name.
+    pub async fn remove_process(&mut self, name: &str) -> bool {
+        let Some(entry) = self.processes.remove(name) else {
+            return false;
+        };
+        entry.cancel.cancel();
+        let _ = entry.task.await;
+        true
+    }
+
+    /// The process called `name`.
+    pub fn process(&self, name: &str) -> Option<&ProcessHandle> {
+        self.processes.get(name).map(|e| &e.handle)
+    }
+
+    /// Every process, by name.
+    pub fn processes(&self) -> impl Iterator<Item = &ProcessHandle> {
+        self.processes.values().map(|e| &e.handle)
+    }
+
     /// The server called `name`.
     pub fn get(&self, name: &str) -> Option<&ServerHandle> {
         self.servers.get(name).map(|e| &e.handle)
@@ -222,7 +300,12 @@ impl Supervisor {
             .map(|h| h.config().stop_grace)
             .max()
             .unwrap_or_default();
-        grace * 2 + Duration::from_secs(3)
+        let process_grace = self
+            .processes()
+            .map(|h| h.config().stop_grace)
+            .max()
+            .unwrap_or_default();
+        grace * 2 + process_grace + Duration::from_secs(3)
     }
 
     /// Stops every server gracefully and concurrently, then ends what escaped their
@@ -232,21 +315,33 @@ impl Supervisor {
     /// death signal and the guard).
     pub async fn shutdown(self, deadline: Duration) {
         let reaper = self.opts.reaper.clone();
-        self.cancel.cancel();
-        let tasks: Vec<_> = self.servers.into_values().map(|e| e.task).collect();
-        let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
-        let all = async {
-            for t in tasks {
-                let _ = t.await;
-            }
-        };
-        if tokio::time::timeout(deadline, all).await.is_err() {
-            for a in aborts {
-                a.abort();
-            }
+        let until = tokio::time::Instant::now() + deadline;
+        // Processes first (a dev server may be using an MCP server), then the servers.
+        let processes: Vec<_> = self.processes.into_values().collect();
+        for p in &processes {
+            p.cancel.cancel();
         }
+        stop_all(processes.into_iter().map(|e| e.task).collect(), until).await;
+        self.cancel.cancel();
+        stop_all(self.servers.into_values().map(|e| e.task).collect(), until).await;
         if let Some(reaper) = reaper {
             reaper.end_all();
+        }
+    }
+}
+
+/// Waits for the actors' tasks until `until`, then abandons the rest (their children
+/// still die: `kill_on_drop`, the death signal and the guard).
+async fn stop_all(tasks: Vec<tokio::task::JoinHandle<()>>, until: tokio::time::Instant) {
+    let aborts: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+    let all = async {
+        for t in tasks {
+            let _ = t.await;
+        }
+    };
+    if tokio::time::timeout_at(until, all).await.is_err() {
+        for a in aborts {
+            a.abort();
         }
     }
 }

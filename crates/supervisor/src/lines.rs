@@ -5,6 +5,55 @@
 //! turns any such stream into bounded, valid-UTF-8 lines without ever holding more than
 //! `max_line` bytes of one line in memory.
 
+/// Where [`pump`] delivers what it reads.
+pub(crate) trait LineSink {
+    /// One complete line (at most `max_line` bytes, valid UTF-8).
+    fn line(&mut self, line: String);
+    /// After the lines of one read: a moment to flush.
+    fn read_done(&mut self) {}
+    /// How long to wait for more before [`LineSink::idle`], if at all (an alert group is
+    /// open and ends when the stream goes quiet).
+    fn idle_after(&self) -> Option<std::time::Duration> {
+        None
+    }
+    fn idle(&mut self) {}
+    /// The end of the stream (after its last line).
+    fn end(&mut self) {}
+}
+
+/// Reads `reader` to its end (or a read error: the writer is gone either way), splitting
+/// it into lines of at most `max_line` bytes for `sink`.
+pub(crate) async fn pump(
+    mut reader: impl tokio::io::AsyncRead + Unpin,
+    max_line: usize,
+    sink: &mut impl LineSink,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut splitter = LineSplitter::new(max_line);
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let read = match sink.idle_after() {
+            None => reader.read(&mut buf).await,
+            Some(limit) => match tokio::time::timeout(limit, reader.read(&mut buf)).await {
+                Ok(read) => read,
+                Err(_) => {
+                    sink.idle();
+                    continue;
+                }
+            },
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                splitter.push(&buf[..n], |line| sink.line(line));
+                sink.read_done();
+            }
+        }
+    }
+    splitter.finish(|line| sink.line(line));
+    sink.end();
+}
+
 /// Appended to a line that was cut at the length limit.
 pub const TRUNCATION_MARKER: &str = " …[truncated]";
 

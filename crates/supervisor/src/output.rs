@@ -13,7 +13,7 @@
 //! with [`TRUNCATION_MARKER`], as for stderr). Pushing takes a mutex for the push alone;
 //! queries copy out what they return.
 
-use crate::lines::{LineSplitter, TRUNCATION_MARKER, floor_char_boundary};
+use crate::lines::{LineSink, TRUNCATION_MARKER, floor_char_boundary};
 pub use crate::stderr::MAX_LINE;
 use corral_config::redact::Redactor;
 use regex::Regex;
@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 use tokio::sync::watch;
 
 /// What each line costs in the byte bound beyond its text: about the memory of its
@@ -276,30 +276,38 @@ impl OutputRing {
 /// to `ring` as `run`'s `stream`, after handing it to `also` (the log file, the console;
 /// the line is cut and redacted already).
 pub async fn drain(
-    mut reader: impl AsyncRead + Unpin,
+    reader: impl AsyncRead + Unpin,
     ring: OutputRing,
     run: u32,
     stream: Stream,
-    mut redactor: Redactor,
-    mut also: impl FnMut(&str),
+    redactor: Redactor,
+    also: impl FnMut(&str),
 ) {
-    let mut splitter = LineSplitter::new(MAX_LINE);
-    let mut buf = vec![0u8; 64 * 1024];
-    let mut deliver = |line: String| {
-        let line = match redactor.line(&line) {
-            std::borrow::Cow::Borrowed(_) => line,
-            std::borrow::Cow::Owned(redacted) => redacted,
-        };
-        also(&line);
-        ring.push(run, stream, line);
-    };
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => splitter.push(&buf[..n], &mut deliver),
+    struct Sink<F> {
+        ring: OutputRing,
+        run: u32,
+        stream: Stream,
+        redactor: Redactor,
+        also: F,
+    }
+    impl<F: FnMut(&str)> LineSink for Sink<F> {
+        fn line(&mut self, line: String) {
+            let line = match self.redactor.line(&line) {
+                std::borrow::Cow::Borrowed(_) => line,
+                std::borrow::Cow::Owned(redacted) => redacted,
+            };
+            (self.also)(&line);
+            self.ring.push(self.run, self.stream, line);
         }
     }
-    splitter.finish(&mut deliver);
+    let mut sink = Sink {
+        ring,
+        run,
+        stream,
+        redactor,
+        also,
+    };
+    crate::lines::pump(reader, MAX_LINE, &mut sink).await;
 }
 
 /// `SystemTime` as an RFC 3339 string with milliseconds.

@@ -219,6 +219,7 @@ impl Role for Shared {
                 log: self.unit.log.clone(),
                 console: self.unit.console.clone(),
                 redactor: self.cfg.redactor(),
+                alerts: self.unit.alert_feed(),
             },
         ));
         let (framing_tx, framing) = mpsc::unbounded_channel();

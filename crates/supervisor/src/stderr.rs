@@ -16,14 +16,13 @@
 //! created 0700, whatever the process's umask, as their rotated `.1` copies are.
 
 use crate::console::Console;
-use crate::lines::LineSplitter;
 use corral_config::redact::Redactor;
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::io::AsyncRead;
 
 /// Lines kept in memory per child (ARCHITECTURE.md, "Where data lives": 50 lines of at
 /// most 8 KiB).
@@ -246,17 +245,39 @@ pub struct StderrSinks {
     pub console: Option<Console>,
     /// This stream's redactor ([`corral_config::ServerConfig::redactor`]).
     pub redactor: Redactor,
+    /// Scans each line for errors; `None` when alerts are off.
+    pub(crate) alerts: Option<crate::alerts::Feed>,
 }
 
-/// Reads `stderr` to EOF, splitting lines and feeding every sink. Returns at EOF or on a
-/// read error (the child is gone either way).
-pub async fn drain(mut stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
-    let mut splitter = LineSplitter::new(MAX_LINE);
-    let mut buf = vec![0u8; 64 * 1024];
-    let prefix = format!("[server:{}] ", sinks.name);
-    let mut redactor = sinks.redactor.clone();
-    let mut deliver = |line: String| {
-        let line = match redactor.line(&line) {
+impl StderrSinks {
+    /// Sinks without an alert scanner.
+    pub fn new(
+        name: String,
+        ring: StderrRing,
+        log: SharedLog,
+        console: Option<Console>,
+        redactor: Redactor,
+    ) -> StderrSinks {
+        StderrSinks {
+            name,
+            ring,
+            log,
+            console,
+            redactor,
+            alerts: None,
+        }
+    }
+}
+
+struct StderrSink {
+    sinks: StderrSinks,
+    prefix: String,
+}
+
+impl crate::lines::LineSink for StderrSink {
+    fn line(&mut self, line: String) {
+        let sinks = &mut self.sinks;
+        let line = match sinks.redactor.line(&line) {
             std::borrow::Cow::Borrowed(_) => line,
             std::borrow::Cow::Owned(redacted) => redacted,
         };
@@ -264,26 +285,44 @@ pub async fn drain(mut stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
             log.write_line("", &line);
         }
         if let Some(console) = &sinks.console {
-            console.dim_line(&prefix, &line);
+            console.dim_line(&self.prefix, &line);
+        }
+        if let Some(feed) = &mut sinks.alerts {
+            feed.line(&line, corral_alerts::Stream::Stderr);
         }
         sinks.ring.push(line);
-    };
-    loop {
-        match stderr.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                splitter.push(&buf[..n], &mut deliver);
-                // One write per read, not per line; the log is current after each read.
-                if let Some(log) = sinks.log.lock().unwrap().as_mut() {
-                    log.flush();
-                }
-            }
+    }
+
+    /// One write per read, not per line; the log is current after each read.
+    fn read_done(&mut self) {
+        if let Some(log) = self.sinks.log.lock().unwrap().as_mut() {
+            log.flush();
         }
     }
-    splitter.finish(&mut deliver);
-    if let Some(log) = sinks.log.lock().unwrap().as_mut() {
-        log.flush();
+
+    fn idle_after(&self) -> Option<std::time::Duration> {
+        self.sinks.alerts.as_ref().and_then(|f| f.idle_after())
     }
+
+    fn idle(&mut self) {
+        if let Some(feed) = &mut self.sinks.alerts {
+            feed.idle();
+        }
+    }
+
+    fn end(&mut self) {
+        self.read_done();
+        if let Some(feed) = &mut self.sinks.alerts {
+            feed.finish();
+        }
+    }
+}
+
+/// Reads `stderr` to EOF, splitting lines and feeding every sink. Returns at EOF or on a
+/// read error (the child is gone either way).
+pub async fn drain(stderr: impl AsyncRead + Unpin, sinks: StderrSinks) {
+    let prefix = format!("[server:{}] ", sinks.name);
+    crate::lines::pump(stderr, MAX_LINE, &mut StderrSink { sinks, prefix }).await;
 }
 
 #[cfg(test)]
@@ -351,6 +390,7 @@ mod tests {
             log: Arc::new(Mutex::new(None)),
             console: None,
             redactor: Redactor::default(),
+            alerts: None,
         };
         let input: &[u8] = b"first\r\nsecond\nthird";
         drain(input, sinks).await;
@@ -371,6 +411,7 @@ mod tests {
             log: log.clone(),
             console: None,
             redactor: Redactor::new([&secret]),
+            alerts: None,
         };
         let input: &[u8] = b"key cfg-secret-1234\n-----BEGIN PRIVATE KEY-----\nMIIEbody\n\
             -----END PRIVATE KEY-----\ntoken ghp_0123456789abcdefghijABCDEFGHIJ012345";

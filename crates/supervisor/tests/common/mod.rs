@@ -106,6 +106,32 @@ impl Harness {
         }
     }
 
+    /// A supervisor for the servers and processes of a `corral.toml` (relative paths
+    /// resolve in the harness's directory), with alert scanning on.
+    pub fn start_toml(text: &str) -> Harness {
+        become_subreaper();
+        let dir = TempDir::new("sup");
+        let path = dir.path().join("corral.toml");
+        let cfg = corral_config::load_str(&path, text, &|_| None).unwrap_or_else(|e| panic!("{e}"));
+        let bus = EventBus::new(100_000);
+        let events = bus.subscribe();
+        let mut opts = SupervisorOptions::new(bus.clone(), dir.path().join("logs"));
+        opts.alerts = Some(corral_supervisor::alerts::Alerts::new(&cfg.alerts, bus).unwrap());
+        let mut sup = Supervisor::start(cfg.servers.values().cloned(), &opts);
+        sup.start_processes(cfg.start_order()).unwrap();
+        Harness {
+            sup: Some(sup),
+            events,
+            seen: Vec::new(),
+            returned: Default::default(),
+            dir,
+        }
+    }
+
+    pub fn process(&self, name: &str) -> corral_supervisor::ProcessHandle {
+        self.sup().process(name).unwrap().clone()
+    }
+
     pub fn sup(&self) -> &Supervisor {
         self.sup.as_ref().unwrap()
     }
@@ -117,7 +143,11 @@ impl Harness {
     /// Waits for the next event of `kind` from `server` that no earlier `wait_event`
     /// returned (every event received is recorded in `seen`), at most [`DEADLINE`].
     pub async fn wait_event(&mut self, kind: &str, server: &str) -> Event {
-        let source = format!("server:{server}");
+        self.wait_from(kind, &format!("server:{server}")).await
+    }
+
+    /// [`Harness::wait_event`] for any source (`process:web`).
+    pub async fn wait_from(&mut self, kind: &str, source: &str) -> Event {
         let matches = |ev: &Event| ev.kind == kind && ev.source == source;
         let found = tokio::time::timeout(DEADLINE, async {
             loop {
