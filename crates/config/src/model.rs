@@ -258,6 +258,33 @@ pub struct ProcessConfig {
     pub output_ring: u64,
 }
 
+impl ProcessConfig {
+    /// A process started by hand (`corral run NAME -- CMD`, an agent's tool call) with
+    /// the defaults a config entry would get, except that it is not restarted: it ran
+    /// once because someone asked, and its exit is the answer.
+    pub fn ad_hoc(name: &str, command: ProcessCommand, cwd: PathBuf) -> ProcessConfig {
+        ProcessConfig {
+            name: name.to_owned(),
+            command,
+            cwd,
+            env: BTreeMap::new(),
+            secrets: Vec::new(),
+            restart: RestartPolicy::Never,
+            crash_loop: CrashLoop {
+                max: crate::resolve::DEFAULT_CRASH_LOOP_MAX,
+                window: crate::resolve::DEFAULT_CRASH_LOOP_WINDOW,
+            },
+            stop_grace: crate::resolve::DEFAULT_STOP_GRACE,
+            quiet: false,
+            autostart: true,
+            depends_on: Vec::new(),
+            ready: None,
+            pty: false,
+            output_ring: DEFAULT_OUTPUT_RING,
+        }
+    }
+}
+
 /// Bytes of a process's output kept in memory unless `output_ring` says otherwise.
 pub const DEFAULT_OUTPUT_RING: u64 = 256 * 1024;
 /// The smallest `output_ring`: one line of the longest kept (8 KiB).

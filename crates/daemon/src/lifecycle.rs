@@ -11,6 +11,7 @@ use corral_config::{Config, HttpAuth, Listen, ServerConfig, Transport};
 use corral_events::{Event, EventBus, Kind, Source};
 use corral_gateway::http::{HttpGateway, HttpOptions};
 use corral_gateway::{GatewayOptions, Hub};
+use corral_supervisor::alerts::Alerts;
 use corral_supervisor::{Console, NotificationHook, Supervisor, SupervisorOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::net::Ipv4Addr;
@@ -152,13 +153,29 @@ pub async fn run(
                 .with("reason", problem.clone()),
         );
     }
-    let supervisor = Supervisor::start(
+    // Alerts: the config's patterns were checked at load; ids in `disable` are checked
+    // here (only the scanner knows the built-in ones), and a wrong one costs the
+    // user's settings, not the alerts.
+    let (alerts, alert_problem) = match Alerts::new(&config.alerts, bus.clone()) {
+        Ok(a) => (a, None),
+        Err(e) => (
+            Alerts::new(&Default::default(), bus.clone()).expect("the default alert rules compile"),
+            Some(format!("[alerts] is ignored: {e}")),
+        ),
+    };
+    sopts.alerts = Some(alerts);
+    let mut supervisor = Supervisor::start(
         config
             .servers
             .values()
             .map(|s| child_config(s, &paths.socket)),
         &sopts,
     );
+    let mut containment = containment;
+    if let Err(e) = supervisor.start_processes(config.start_order()) {
+        containment.push(e);
+    }
+    containment.extend(alert_problem);
     let servers = supervisor.handles();
     let hub = Hub::start(
         servers.clone(),
@@ -170,6 +187,7 @@ pub async fn run(
         Some(req_rx),
         Some(hook),
     );
+    hub.attach_processes(supervisor.processes().clone());
     if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
         let hub = Arc::downgrade(&hub);
         let console = opts.console.is_some();

@@ -67,6 +67,9 @@ pub struct Hub {
     pub(crate) template_routes: Mutex<Vec<(String, String)>>,
     /// Exposed prompt name → (server, prompt name).
     pub(crate) prompt_routes: Mutex<HashMap<String, (String, String)>>,
+    /// The project's dev processes, when this gateway fronts them too
+    /// ([`Hub::attach_processes`]).
+    processes: std::sync::OnceLock<corral_supervisor::Processes>,
 }
 
 impl Hub {
@@ -109,6 +112,7 @@ impl Hub {
                 resource_routes: Mutex::new(HashMap::new()),
                 template_routes: Mutex::new(Vec::new()),
                 prompt_routes: Mutex::new(HashMap::new()),
+                processes: std::sync::OnceLock::new(),
             }
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
@@ -122,6 +126,17 @@ impl Hub {
             tokio::spawn(pump_requests(Arc::downgrade(&hub), rx));
         }
         hub
+    }
+
+    /// Lets agents see and run the project's dev processes (the process tools). Set
+    /// once, after start; a second call is ignored.
+    pub fn attach_processes(&self, processes: corral_supervisor::Processes) {
+        let _ = self.processes.set(processes);
+    }
+
+    /// The dev processes, when attached.
+    pub fn processes(&self) -> Option<&corral_supervisor::Processes> {
+        self.processes.get()
     }
 
     /// A new agent session writing through `out`; `transport` (`stdio`, `http`) names

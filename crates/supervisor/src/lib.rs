@@ -158,9 +158,105 @@ struct Entry<H> {
 /// All server and process actors of one project.
 pub struct Supervisor {
     servers: BTreeMap<String, Entry<ServerHandle>>,
-    processes: BTreeMap<String, Entry<ProcessHandle>>,
+    processes: Processes,
     cancel: CancellationToken,
     opts: SupervisorOptions,
+}
+
+/// The dev processes of one project: a cloneable registry, so that whoever runs an
+/// ad-hoc process (`corral run`, an agent's tool call) adds it to the same set the
+/// supervisor stops at shutdown.
+#[derive(Clone)]
+pub struct Processes {
+    inner: std::sync::Arc<ProcessesInner>,
+}
+
+struct ProcessesInner {
+    entries: std::sync::Mutex<BTreeMap<String, Entry<ProcessHandle>>>,
+    /// The parent of every process's token; cancelled first at shutdown.
+    cancel: CancellationToken,
+    opts: SupervisorOptions,
+}
+
+impl Processes {
+    fn new(opts: &SupervisorOptions, cancel: CancellationToken) -> Processes {
+        Processes {
+            inner: std::sync::Arc::new(ProcessesInner {
+                entries: Default::default(),
+                cancel,
+                opts: opts.clone(),
+            }),
+        }
+    }
+
+    /// Starts a process with what it waits for (the name must be new).
+    pub fn add(&self, cfg: ProcessConfig, deps: Vec<Dependency>) -> Result<ProcessHandle, String> {
+        let mut entries = self.inner.entries.lock().unwrap();
+        if entries.contains_key(&cfg.name) {
+            return Err(format!(
+                "a process named '{}' exists already; `corral restart {}` restarts it",
+                cfg.name, cfg.name
+            ));
+        }
+        let cancel = self.inner.cancel.child_token();
+        let (handle, task) = ProcessHandle::spawn(cfg, deps, &self.inner.opts, cancel.clone());
+        entries.insert(
+            handle.name().to_owned(),
+            Entry {
+                handle: handle.clone(),
+                cancel,
+                task,
+            },
+        );
+        Ok(handle)
+    }
+
+    /// Stops a process gracefully and forgets it; `false` if there is none by that name.
+    pub async fn remove(&self, name: &str) -> bool {
+        let Some(entry) = self.inner.entries.lock().unwrap().remove(name) else {
+            return false;
+        };
+        entry.cancel.cancel();
+        let _ = entry.task.await;
+        true
+    }
+
+    /// The process called `name`.
+    pub fn get(&self, name: &str) -> Option<ProcessHandle> {
+        let entries = self.inner.entries.lock().unwrap();
+        entries.get(name).map(|e| e.handle.clone())
+    }
+
+    /// Every process, by name.
+    pub fn list(&self) -> Vec<ProcessHandle> {
+        let entries = self.inner.entries.lock().unwrap();
+        entries.values().map(|e| e.handle.clone()).collect()
+    }
+
+    /// Where alerts go, when they are on.
+    pub fn alerts(&self) -> Option<&std::sync::Arc<alerts::Alerts>> {
+        self.inner.opts.alerts.as_ref()
+    }
+
+    /// The longest stop grace of the processes.
+    fn max_grace(&self) -> Duration {
+        let entries = self.inner.entries.lock().unwrap();
+        entries
+            .values()
+            .map(|e| e.handle.config().stop_grace)
+            .max()
+            .unwrap_or_default()
+    }
+
+    /// Stops every process (they are cancelled together) until `until`.
+    async fn shutdown(&self, until: tokio::time::Instant) {
+        self.inner.cancel.cancel();
+        let tasks: Vec<_> = std::mem::take(&mut *self.inner.entries.lock().unwrap())
+            .into_values()
+            .map(|e| e.task)
+            .collect();
+        stop_all(tasks, until).await;
+    }
 }
 
 impl Supervisor {
@@ -171,7 +267,7 @@ impl Supervisor {
     ) -> Self {
         let mut sup = Supervisor {
             servers: BTreeMap::new(),
-            processes: BTreeMap::new(),
+            processes: Processes::new(opts, CancellationToken::new()),
             cancel: CancellationToken::new(),
             opts: opts.clone(),
         };
@@ -222,13 +318,10 @@ impl Supervisor {
     /// Starts a process (the name must be new). What it depends on must exist already:
     /// an error names what does not.
     pub fn add_process(&mut self, cfg: ProcessConfig) -> Result<ProcessHandle, String> {
-        if self.processes.contains_key(&cfg.name) {
-            return Err(format!("a process named '{}' runs already", cfg.name));
-        }
         let mut deps = Vec::new();
         for name in &cfg.depends_on {
             let dep = match (self.processes.get(name), self.servers.get(name)) {
-                (Some(p), _) => p.handle.dependency(),
+                (Some(p), _) => p.dependency(),
                 (None, Some(s)) => Dependency {
                     label: format!("server '{name}'"),
                     life: s.handle.watch(),
@@ -242,37 +335,12 @@ impl Supervisor {
             };
             deps.push(dep);
         }
-        let cancel = self.cancel.child_token();
-        let (handle, task) = ProcessHandle::spawn(cfg, deps, &self.opts, cancel.clone());
-        self.processes.insert(
-            handle.name().to_owned(),
-            Entry {
-                handle: handle.clone(),
-                cancel,
-                task,
-            },
-        );
-        Ok(handle)
+        self.processes.add(cfg, deps)
     }
 
-    /// Stops a process gracefully and forgets it; `false` if there is none by that name.
-    pub async fn remove_process(&mut self, name: &str) -> bool {
-        let Some(entry) = self.processes.remove(name) else {
-            return false;
-        };
-        entry.cancel.cancel();
-        let _ = entry.task.await;
-        true
-    }
-
-    /// The process called `name`.
-    pub fn process(&self, name: &str) -> Option<&ProcessHandle> {
-        self.processes.get(name).map(|e| &e.handle)
-    }
-
-    /// Every process, by name.
-    pub fn processes(&self) -> impl Iterator<Item = &ProcessHandle> {
-        self.processes.values().map(|e| &e.handle)
+    /// The dev processes, shareable: the gateway starts and stops them too.
+    pub fn processes(&self) -> &Processes {
+        &self.processes
     }
 
     /// The server called `name`.
@@ -300,11 +368,7 @@ impl Supervisor {
             .map(|h| h.config().stop_grace)
             .max()
             .unwrap_or_default();
-        let process_grace = self
-            .processes()
-            .map(|h| h.config().stop_grace)
-            .max()
-            .unwrap_or_default();
+        let process_grace = self.processes.max_grace();
         grace * 2 + process_grace + Duration::from_secs(3)
     }
 
@@ -317,11 +381,7 @@ impl Supervisor {
         let reaper = self.opts.reaper.clone();
         let until = tokio::time::Instant::now() + deadline;
         // Processes first (a dev server may be using an MCP server), then the servers.
-        let processes: Vec<_> = self.processes.into_values().collect();
-        for p in &processes {
-            p.cancel.cancel();
-        }
-        stop_all(processes.into_iter().map(|e| e.task).collect(), until).await;
+        self.processes.shutdown(until).await;
         self.cancel.cancel();
         stop_all(self.servers.into_values().map(|e| e.task).collect(), until).await;
         if let Some(reaper) = reaper {

@@ -129,7 +129,7 @@ impl Harness {
     }
 
     pub fn process(&self, name: &str) -> corral_supervisor::ProcessHandle {
-        self.sup().process(name).unwrap().clone()
+        self.sup().processes().get(name).unwrap()
     }
 
     pub fn sup(&self) -> &Supervisor {
