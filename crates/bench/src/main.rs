@@ -16,6 +16,7 @@ mod latency;
 mod mcp;
 mod peers;
 mod procs;
+mod scan_drain;
 mod startup;
 mod util;
 
@@ -30,6 +31,7 @@ USAGE:
     corral-bench [all|latency|drain|startup|gateway] [OPTIONS]
     corral-bench peers [OPTIONS]
     corral-bench faults [--sessions N] [--calls N]
+    corral-bench scan-drain [--mib N] [--rounds N]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -50,6 +52,10 @@ BENCHMARKS:
                 32 + 32) × calls (default 2000) against one daemon whose server is
                 SIGKILLed every 2 s; every answer checked against its request (wrong
                 or lost answers fail the run). Not part of `all`
+
+    scan-drain  a dev process printing N MiB (default 1024) of mixed log through its
+                stdout, alert scanning off vs. on, alternating rounds (default 2):
+                drain time, MiB/s, lines/s, supervisor CPU per GiB. Not part of `all`
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
@@ -108,6 +114,36 @@ fn gateway_profile(args: &[String]) -> ExitCode {
     }
 }
 
+fn scan_drain_main(args: &[String]) -> ExitCode {
+    let (mut mib, mut rounds) = (1024u64, 2usize);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let n = it
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|n| *n > 0);
+        match (arg.as_str(), n) {
+            ("--mib", Some(n)) => mib = n,
+            ("--rounds", Some(n)) => rounds = n as usize,
+            _ => {
+                eprintln!("corral-bench: scan-drain takes --mib N and --rounds N\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    println!("{}", util::machine_header());
+    match scan_drain::run(mib, rounds) {
+        Ok(table) => {
+            println!("{table}");
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("corral-bench: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn faults_main(args: &[String]) -> ExitCode {
     let mut opts = faults::FaultOpts {
         sessions: 32,
@@ -155,6 +191,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some("faults") {
         return faults_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("scan-drain") {
+        return scan_drain_main(&args[1..]);
     }
     let mut which = None;
     let mut opts = Opts {

@@ -296,9 +296,18 @@ impl Unit {
         Event::new(what.kind(self.family), self.source())
     }
 
-    /// An alert scanner for one of this unit's output streams, when alerts are on.
-    pub(crate) fn alert_feed(&self) -> Option<crate::alerts::Feed> {
-        self.alerts.as_ref().map(|a| a.feed(&self.source()))
+    /// A tap to the alert scanner for one of this run's output streams, when alerts
+    /// are on; the scanning task belongs to the run.
+    pub(crate) fn alert_tap(
+        &self,
+        inst: &mut Instance,
+        stream: corral_alerts::Stream,
+        redactor: corral_config::redact::Redactor,
+    ) -> Option<crate::alerts::Tap> {
+        let alerts = self.alerts.as_ref()?;
+        let (tap, scanning) = alerts.tap(&self.source(), stream, redactor, crate::stderr::MAX_LINE);
+        inst.drain(scanning);
+        Some(tap)
     }
 
     pub(crate) fn emit(&self, ev: Event) {

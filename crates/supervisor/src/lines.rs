@@ -9,14 +9,10 @@
 pub(crate) trait LineSink {
     /// One complete line (at most `max_line` bytes, valid UTF-8).
     fn line(&mut self, line: String);
+    /// Each read as it came, before its lines (for the alert scanner's tap).
+    fn chunk(&mut self, _bytes: &[u8]) {}
     /// After the lines of one read: a moment to flush.
     fn read_done(&mut self) {}
-    /// How long to wait for more before [`LineSink::idle`], if at all (an alert group is
-    /// open and ends when the stream goes quiet).
-    fn idle_after(&self) -> Option<std::time::Duration> {
-        None
-    }
-    fn idle(&mut self) {}
     /// The end of the stream (after its last line).
     fn end(&mut self) {}
 }
@@ -32,19 +28,10 @@ pub(crate) async fn pump(
     let mut splitter = LineSplitter::new(max_line);
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        let read = match sink.idle_after() {
-            None => reader.read(&mut buf).await,
-            Some(limit) => match tokio::time::timeout(limit, reader.read(&mut buf)).await {
-                Ok(read) => read,
-                Err(_) => {
-                    sink.idle();
-                    continue;
-                }
-            },
-        };
-        match read {
+        match reader.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => {
+                sink.chunk(&buf[..n]);
                 splitter.push(&buf[..n], |line| sink.line(line));
                 sink.read_done();
             }

@@ -146,22 +146,33 @@ impl Role for Shared {
     fn attach(self: &Arc<Self>, inst: &mut Instance) -> ProcessRun {
         let run = self.unit.life.borrow().runs;
         let prefix = format!("[process:{}] ", self.unit.name);
-        let sink = |stream| OutputSink {
-            shared: self.clone(),
-            run,
-            stream,
-            redactor: self.redactor(),
-            console: self.unit.console.clone(),
-            prefix: prefix.clone(),
-            alerts: self.unit.alert_feed(),
+        let sink = |inst: &mut Instance, stream| {
+            let scanned = match stream {
+                Stream::Stderr => corral_alerts::Stream::Stderr,
+                Stream::Stdout | Stream::Pty => corral_alerts::Stream::Stdout,
+            };
+            OutputSink {
+                shared: self.clone(),
+                run,
+                stream,
+                redactor: self.redactor(),
+                console: self.unit.console.clone(),
+                prefix: prefix.clone(),
+                alerts: self.unit.alert_tap(inst, scanned, self.redactor()),
+            }
         };
         match self.pty.lock().unwrap().take() {
-            Some(out) => inst.drain(drain(out, sink(Stream::Pty))),
+            Some(out) => {
+                let sink = sink(inst, Stream::Pty);
+                inst.drain(drain(out, sink));
+            }
             None => {
                 let stdout = inst.take_stdout().expect("stdout piped");
                 let stderr = inst.take_stderr().expect("stderr piped");
-                inst.drain(drain(stdout, sink(Stream::Stdout)));
-                inst.drain(drain(stderr, sink(Stream::Stderr)));
+                let out_sink = sink(inst, Stream::Stdout);
+                inst.drain(drain(stdout, out_sink));
+                let err_sink = sink(inst, Stream::Stderr);
+                inst.drain(drain(stderr, err_sink));
             }
         }
         ProcessRun {
@@ -188,7 +199,7 @@ struct OutputSink {
     redactor: Redactor,
     console: Option<Console>,
     prefix: String,
-    alerts: Option<crate::alerts::Feed>,
+    alerts: Option<crate::alerts::Tap>,
 }
 
 impl LineSink for OutputSink {
@@ -203,14 +214,13 @@ impl LineSink for OutputSink {
         if let Some(console) = &self.console {
             console.dim_line(&self.prefix, &line);
         }
-        if let Some(feed) = &mut self.alerts {
-            let stream = match self.stream {
-                Stream::Stderr => corral_alerts::Stream::Stderr,
-                Stream::Stdout | Stream::Pty => corral_alerts::Stream::Stdout,
-            };
-            feed.line(&line, stream);
-        }
         self.shared.ring.push(self.run, self.stream, line);
+    }
+
+    fn chunk(&mut self, bytes: &[u8]) {
+        if let Some(tap) = &mut self.alerts {
+            tap.chunk(bytes);
+        }
     }
 
     fn read_done(&mut self) {
@@ -219,21 +229,8 @@ impl LineSink for OutputSink {
         }
     }
 
-    fn idle_after(&self) -> Option<Duration> {
-        self.alerts.as_ref().and_then(|f| f.idle_after())
-    }
-
-    fn idle(&mut self) {
-        if let Some(feed) = &mut self.alerts {
-            feed.idle();
-        }
-    }
-
     fn end(&mut self) {
         self.read_done();
-        if let Some(feed) = &mut self.alerts {
-            feed.finish();
-        }
     }
 }
 

@@ -211,6 +211,9 @@ impl Role for Shared {
         let shared = self.clone();
         let ring = self.ring.read().unwrap().clone();
         let stderr = inst.take_stderr().expect("stderr piped");
+        let alerts = self
+            .unit
+            .alert_tap(inst, corral_alerts::Stream::Stderr, self.cfg.redactor());
         inst.drain(stderr::drain(
             stderr,
             StderrSinks {
@@ -219,7 +222,7 @@ impl Role for Shared {
                 log: self.unit.log.clone(),
                 console: self.unit.console.clone(),
                 redactor: self.cfg.redactor(),
-                alerts: self.unit.alert_feed(),
+                alerts,
             },
         ));
         let (framing_tx, framing) = mpsc::unbounded_channel();

@@ -245,8 +245,8 @@ pub struct StderrSinks {
     pub console: Option<Console>,
     /// This stream's redactor ([`corral_config::ServerConfig::redactor`]).
     pub redactor: Redactor,
-    /// Scans each line for errors; `None` when alerts are off.
-    pub(crate) alerts: Option<crate::alerts::Feed>,
+    /// Hands what is read to the alert scanner; `None` when alerts are off.
+    pub(crate) alerts: Option<crate::alerts::Tap>,
 }
 
 impl StderrSinks {
@@ -287,10 +287,13 @@ impl crate::lines::LineSink for StderrSink {
         if let Some(console) = &sinks.console {
             console.dim_line(&self.prefix, &line);
         }
-        if let Some(feed) = &mut sinks.alerts {
-            feed.line(&line, corral_alerts::Stream::Stderr);
-        }
         sinks.ring.push(line);
+    }
+
+    fn chunk(&mut self, bytes: &[u8]) {
+        if let Some(tap) = &mut self.sinks.alerts {
+            tap.chunk(bytes);
+        }
     }
 
     /// One write per read, not per line; the log is current after each read.
@@ -300,21 +303,8 @@ impl crate::lines::LineSink for StderrSink {
         }
     }
 
-    fn idle_after(&self) -> Option<std::time::Duration> {
-        self.sinks.alerts.as_ref().and_then(|f| f.idle_after())
-    }
-
-    fn idle(&mut self) {
-        if let Some(feed) = &mut self.sinks.alerts {
-            feed.idle();
-        }
-    }
-
     fn end(&mut self) {
         self.read_done();
-        if let Some(feed) = &mut self.sinks.alerts {
-            feed.finish();
-        }
     }
 }
 
