@@ -1,28 +1,42 @@
-//! Runs stdio MCP servers so that nothing they do can hang, blind or leak the host.
+//! Runs stdio MCP servers and dev processes so that nothing they do can hang, blind or
+//! leak the host.
 //!
 //! # Theory of operation
 //!
-//! Each configured server gets one actor task ([`server`]) that owns its child process.
-//! The actor spawns the child ([`spawn`]: own process group, `PR_SET_PDEATHSIG`, a
-//! command lookup that turns "not found" into a permanent, well-named error), starts
-//! draining its stderr at once ([`stderr`]: bounded ring, rotated log file, non-blocking
-//! console), and opens a JSON-RPC [`rpc::Connection`] over its stdin/stdout. Then it
-//! races the MCP handshake against the child's exit, its mailbox and shutdown.
+//! Every supervised unit — an MCP server or a dev process — gets one actor task
+//! (`actor.rs`) that owns its current run, an instance (`instance.rs`): the child
+//! (spawned by [`spawn`]: own process group, `PR_SET_PDEATHSIG`, a command lookup that
+//! turns "not found" into a permanent, well-named error; or on a pseudo-terminal,
+//! [`pty`]), the tasks draining its output, and its registration with the guard and the
+//! reaper. Dropping the instance, however the run ended, kills its group.
 //!
-//! Once ready, callers use the connection directly through a [`ServerHandle`]; the actor
-//! only watches: the child's exit (detected at once, every pending caller failed with the
-//! exit status), notifications (a changed tool list is re-read), call timeouts (a server
-//! that then fails a liveness ping is killed and restarted) and lifecycle commands.
-//!
-//! A death the actor did not ask for produces exactly one event, `server.start_failed`
-//! before ready or `server.crashed` after, each carrying the stderr tail; the restart
-//! policy then decides between backoff (1s doubling to 60s) and giving up, with a
-//! crash-loop breaker. A requested stop closes stdin, signals the group with SIGTERM,
+//! The actor runs the same lifecycle for both kinds: wait for what the unit depends on,
+//! spawn, get ready — racing the child's exit, its mailbox and shutdown — serve, and on
+//! an exit it did not ask for report exactly one death (`*.start_failed` before ready,
+//! `*.crashed` or `process.exited` after, each with the output tail), then apply the
+//! restart policy: backoff (1 s doubling to 60 s) or giving up, with a crash-loop
+//! breaker. A requested stop closes stdin (servers), signals the group with SIGTERM,
 //! waits out the grace period, SIGKILLs the group and reaps — and emits only
-//! `server.stopped`.
+//! `*.stopped`. The state is a [`Phase`] that carries its data (the run's pid), so no
+//! listing can show a pid that is gone.
 //!
-//! The [`Supervisor`] is the set of actors, with a shutdown that stops them all
-//! concurrently.
+//! What differs is the unit's `Role`:
+//! - a server ([`ServerHandle`]) is ready when the MCP handshake is done; callers then
+//!   use its [`rpc::Connection`] directly, and while it serves the role watches
+//!   notifications (a changed tool list is re-read) and call timeouts (a server that then
+//!   fails a liveness ping is killed and restarted);
+//! - a dev process ([`ProcessHandle`]) is ready when spawned or when its readiness check
+//!   passes ([`ready`]: a log line, a TCP port, an HTTP 2xx); both its streams go into
+//!   one byte-bounded [`output::OutputRing`].
+//!
+//! Output is drained always ([`stderr`], [`output`]): lines are cut at 8 KiB, redacted,
+//! written to the ring, the rotated log file and the console. Each read is also handed to
+//! the stream's alert scanner ([`alerts`]), which runs in its own task so that scanning
+//! never slows the drain.
+//!
+//! The [`Supervisor`] is the set of actors: the servers, and the shareable
+//! [`Processes`] registry (which the gateway and the daemon also add ad-hoc processes
+//! to); its shutdown stops the processes, then the servers, each set concurrently.
 
 mod actor;
 pub mod alerts;
