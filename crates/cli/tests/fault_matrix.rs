@@ -363,11 +363,13 @@ fn of<'a>(events: &'a [Value], server: &str, kind: &str) -> Vec<&'a Value> {
 }
 
 /// The kinds of `server`'s events, in order.
+/// The lifecycle events of `server`, in order (its `alert`s, which come from scanning
+/// its stderr, are asserted on their own).
 fn kinds<'a>(events: &'a [Value], server: &str) -> Vec<&'a str> {
     let source = format!("server:{server}");
     events
         .iter()
-        .filter(|e| e["source"] == source)
+        .filter(|e| e["source"] == source && e["kind"] != "alert")
         .map(|e| e["kind"].as_str().unwrap())
         .collect()
 }
@@ -432,6 +434,11 @@ fn start_failure_with_traceback(fault: &str) {
                 TRACEBACK_LAST,
                 "{path:?}: {failed}"
             );
+            // The traceback on its stderr is one alert, its exception line the message.
+            let alerts = of(&ev, "bad", "alert");
+            assert_eq!(alerts.len(), 1, "{path:?}: {alerts:#?}");
+            assert_eq!(alerts[0]["rule"], "python.traceback", "{path:?}");
+            assert_eq!(alerts[0]["message"], TRACEBACK_LAST, "{path:?}");
         }
     }
 }
