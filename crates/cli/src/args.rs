@@ -26,6 +26,16 @@ Forms:
 A second word starting with `{` is the JSON of the first form. A name not found is
 answered with the listed name it most likely means.";
 
+const RUN_FORMS: &str = "\
+The command comes after `--`:
+  corral run web -- npm run dev          a program and its arguments (no shell)
+  corral run web -- 'npm run dev | tee x' exactly one argument: a shell line (sh -c)
+The process runs in the daemon with the daemon's environment, in the current directory,
+is never restarted, and its output goes to .corral/logs/NAME.log (`corral logs NAME`).
+A name in use is an error: `corral restart NAME` restarts a process that exists.
+--standalone runs it here instead, its output live on stderr, until it exits (corral
+exits with its exit code) or Ctrl-C (it is stopped gracefully).";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write a commented starter corral.toml (importing .mcp.json if present); with -c,
@@ -63,7 +73,8 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
-    /// Servers: state, pid, uptime, restarts, tools, last error.
+    /// Servers (state, pid, uptime, restarts, tools, last error) and dev processes (state,
+    /// what they wait for, pid, uptime, restarts, ready, last exit, last alert).
     Ps {
         /// Print JSON instead of text.
         #[arg(long)]
@@ -101,9 +112,10 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
-    /// The stderr log of a server.
+    /// The log of a server (its stderr) or of a dev process (its output, a header line
+    /// per run); read from the file when no daemon runs.
     Logs {
-        /// The server whose log to show (`.corral/logs/NAME.log`).
+        /// The server or process whose log to show (`.corral/logs/NAME.log`).
         name: String,
         /// Keep printing new lines.
         #[arg(short, long)]
@@ -115,27 +127,47 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Restart a server (graceful stop, then start).
+    /// Restart a server or dev process (graceful stop, then start).
     Restart {
-        /// The server to restart.
+        /// The server or process to restart.
         name: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Stop a server.
+    /// Stop a server or dev process.
     Stop {
-        /// The server to stop.
+        /// The server or process to stop.
         name: String,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },
-    /// Start a stopped, failed or given-up server.
+    /// Start a stopped, failed or given-up server or dev process.
     Start {
-        /// The server to start.
+        /// The server or process to start.
         name: String,
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run an ad-hoc dev process under supervision, in the daemon (or --standalone here).
+    #[command(after_help = RUN_FORMS)]
+    Run {
+        /// The process's name (letters, digits, '_' and '-'; not a server's).
+        name: String,
+        /// After `--`: one argument is a shell line (`sh -c`); more are a program and its
+        /// arguments.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<String>,
+        /// Then print its output as it comes, until Ctrl-C (which detaches: the process
+        /// keeps running).
+        #[arg(short, long)]
+        follow: bool,
+        /// Run it in this process instead of the daemon, in the foreground.
+        #[arg(long)]
+        standalone: bool,
+        /// Print the daemon's answer as JSON instead of text.
         #[arg(long)]
         json: bool,
     },

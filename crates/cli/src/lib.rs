@@ -21,6 +21,9 @@ pub enum Failure {
     Op(String),
     /// Exit 2: bad usage or config.
     Usage(String),
+    /// This exit code, nothing printed: the exit code of a process run in the foreground
+    /// (`corral run --standalone`).
+    Exit(u8),
 }
 
 impl Failure {
@@ -28,6 +31,7 @@ impl Failure {
         match self {
             Failure::Op(_) => 1,
             Failure::Usage(_) => 2,
+            Failure::Exit(code) => *code,
         }
     }
 }
@@ -65,7 +69,8 @@ pub fn run() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             let msg = match &f {
-                Failure::Op(m) | Failure::Usage(m) => m,
+                Failure::Op(m) | Failure::Usage(m) => m.as_str(),
+                Failure::Exit(_) => "",
             };
             if !msg.is_empty() {
                 // Messages can quote servers (their stderr tail, their errors).

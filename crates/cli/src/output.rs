@@ -89,10 +89,41 @@ pub fn render_event(ev: &Event, style: Style) -> String {
     render(ev, style, false)
 }
 
-/// [`render_event`] for a console that showed the server's stderr live (`stderr_shown`):
-/// the tail is not repeated, the line says "(stderr above)" instead.
+/// [`render_event`] for a console that showed the unit's output live (`stderr_shown`):
+/// the tail is not repeated, the line says "(stderr above)" (a server) or "(output
+/// above)" (a dev process) instead. An `alert` is one line beside the output it was
+/// found in: [`render_alert`].
 pub fn render_console_event(ev: &Event, style: Style, stderr_shown: bool) -> String {
+    if ev.is(Kind::Alert) {
+        return render_alert(ev, style);
+    }
     render(ev, style, stderr_shown)
+}
+
+/// An `alert` event as the console shows it, dimmed like the output around it and
+/// marked: `[process:web] ⚠ python.traceback: ValueError: bad (app.py:12)` (on a color
+/// terminal the mark is bold red for an error, yellow for a warning).
+pub fn render_alert(ev: &Event, style: Style) -> String {
+    let text = style.shown(&alert_summary(ev)).into_owned();
+    let source = style.shown(&ev.source).into_owned();
+    if !style.color {
+        return format!("[{source}] ⚠ {text}");
+    }
+    let mark = match ev.str("severity") {
+        Some("warning") => "\x1b[1;33m",
+        _ => "\x1b[1;31m",
+    };
+    format!("\x1b[2m[{source}]\x1b[0m {mark}⚠\x1b[0m \x1b[2m{text}\x1b[0m")
+}
+
+/// `rule: message (location)` of an `alert` event.
+fn alert_summary(ev: &Event) -> String {
+    let s = |k: &str| ev.str(k).unwrap_or("");
+    let mut text = format!("{}: {}", s("rule"), s("message"));
+    if let Some(loc) = ev.str("location") {
+        text.push_str(&format!(" ({loc})"));
+    }
+    text
 }
 
 fn render(ev: &Event, style: Style, stderr_shown: bool) -> String {
@@ -112,7 +143,11 @@ fn render(ev: &Event, style: Style, stderr_shown: bool) -> String {
     );
     match ev.data.get("stderr_tail") {
         Some(Value::Array(tail)) if stderr_shown && !tail.is_empty() => {
-            out.push_str(" (stderr above)");
+            out.push_str(if ev.source.starts_with("process:") {
+                " (output above)"
+            } else {
+                " (stderr above)"
+            });
             return out;
         }
         _ => {}
@@ -133,9 +168,18 @@ fn render(ev: &Event, style: Style, stderr_shown: bool) -> String {
 
 fn severity(kind: Option<Kind>) -> u8 {
     match kind {
-        Some(Kind::ServerCrashed | Kind::ServerStartFailed | Kind::ServerGaveUp) => 2,
         Some(
-            Kind::ServerRestarting
+            Kind::ServerCrashed
+            | Kind::ServerStartFailed
+            | Kind::ServerGaveUp
+            | Kind::ProcessCrashed
+            | Kind::ProcessStartFailed
+            | Kind::ProcessGaveUp
+            | Kind::Alert,
+        ) => 2,
+        Some(
+            Kind::ProcessRestarting
+            | Kind::ServerRestarting
             | Kind::ServerNoise
             | Kind::ServerCallTimeout
             | Kind::GatewayListenFailed,
@@ -163,6 +207,8 @@ fn summary(ev: &Event) -> String {
         Kind::ServerNoise => format!("stdout: {}", s("line")),
         Kind::ServerCallTimeout => format!("{} timed out after {} ms", s("tool"), n("after_ms")),
         Kind::ServerToolsChanged => format!("{} tools", n("tools")),
+        Kind::Alert => alert_summary(ev),
+        Kind::ProcessStarting => s("command").to_owned(),
         Kind::AgentConnected => format!(
             "session {} ({}, {})",
             n("session"),
@@ -225,6 +271,40 @@ mod tests {
             "{console}"
         );
         assert_eq!(render_console_event(&ev, Style::PLAIN, false), line);
+    }
+
+    #[test]
+    fn an_alert_is_one_marked_line_on_the_console() {
+        let ev = Event::new(Kind::Alert, Source::Process("web".into()))
+            .with("rule", "python.traceback")
+            .with("severity", "error")
+            .with("message", "ValueError: bad user record")
+            .with("location", "app.py:12");
+        assert_eq!(
+            render_console_event(&ev, Style::PLAIN, true),
+            "[process:web] ⚠ python.traceback: ValueError: bad user record (app.py:12)"
+        );
+        let color = Style {
+            color: true,
+            escape: true,
+        };
+        assert_eq!(
+            render_alert(&ev, color),
+            "\x1b[2m[process:web]\x1b[0m \x1b[1;31m⚠\x1b[0m \x1b[2mpython.traceback: \
+             ValueError: bad user record (app.py:12)\x1b[0m"
+        );
+        let line = render_event(&ev, Style::PLAIN);
+        assert!(
+            line.ends_with("python.traceback: ValueError: bad user record (app.py:12)"),
+            "{line}"
+        );
+        let crash = Event::new(Kind::ProcessCrashed, Source::Process("web".into()))
+            .with("reason", "exited with code 1")
+            .with("stderr_tail", vec!["boom"]);
+        assert!(
+            render_console_event(&crash, Style::PLAIN, true)
+                .ends_with("exited with code 1 (output above)")
+        );
     }
 
     #[test]

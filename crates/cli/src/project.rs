@@ -3,6 +3,7 @@
 use crate::Failure;
 use corral_config::{Config, ConfigError, ServerConfig};
 use corral_events::EventBus;
+use corral_supervisor::alerts::Alerts;
 use corral_supervisor::{Console, Supervisor, SupervisorOptions};
 use std::path::Path;
 
@@ -43,7 +44,29 @@ pub fn select(config: &Config, name: Option<&str>) -> Result<Vec<ServerConfig>, 
     }
 }
 
-/// Servers running in this process for the length of one command.
+/// Checks that `name` is a server or a dev process of `config` (names are unique across
+/// the two: the config refuses a process named like a server); an unknown name is a
+/// usage error listing both kinds.
+pub fn check_unit(config: &Config, name: &str) -> Result<(), Failure> {
+    if config.servers.contains_key(name) || config.processes.contains_key(name) {
+        return Ok(());
+    }
+    let list = |names: Vec<&str>| {
+        if names.is_empty() {
+            "(none)".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    Err(Failure::Usage(format!(
+        "no server or process named '{name}' in {}; configured servers: {}; processes: {}",
+        config.path.display(),
+        list(config.servers.keys().map(String::as_str).collect()),
+        list(config.processes.keys().map(String::as_str).collect()),
+    )))
+}
+
+/// Servers (and dev processes) running in this process for the length of one command.
 pub struct Standalone {
     pub supervisor: Supervisor,
 }
@@ -90,13 +113,29 @@ impl Standalone {
         for problem in opts.contain(std::env::current_exe().ok().as_deref()) {
             eprintln!("corral: warning: {problem}");
         }
+        // Alerts as the daemon has them: a wrong `[alerts]` costs the settings, not the
+        // alerts (`corral check` names the problem).
+        let alerts = Alerts::new(&config.alerts, opts.bus.clone()).unwrap_or_else(|e| {
+            eprintln!("corral: warning: [alerts] is ignored: {e}");
+            Alerts::new(&Default::default(), opts.bus.clone())
+                .expect("the default alert rules compile")
+        });
+        opts.alerts = Some(alerts);
         more(&mut opts);
         Standalone {
             supervisor: Supervisor::start(servers, &opts),
         }
     }
 
-    /// Stops every server gracefully.
+    /// Starts the config's dev processes in dependency order (each once what it depends
+    /// on is ready), as the daemon does; what cannot start is a warning.
+    pub fn start_processes(&mut self, config: &Config) {
+        if let Err(e) = self.supervisor.start_processes(config.start_order()) {
+            eprintln!("corral: warning: {e}");
+        }
+    }
+
+    /// Stops every process and server gracefully.
     pub async fn stop(self) {
         let deadline = self.supervisor.shutdown_deadline();
         self.supervisor.shutdown(deadline).await;
@@ -119,7 +158,8 @@ pub fn paths(config: &Config) -> corral_daemon::Paths {
     corral_daemon::Paths::new(&config.path, &config.state_dir)
 }
 
-/// A daemon control request; `NotRunning` and friends become exit-1 failures.
+/// A daemon control request; `NotRunning` and friends become exit-1 failures, a refusal
+/// of a name (unknown, or taken) an exit-2 one.
 pub async fn daemon_request(
     config: &Config,
     req: &corral_daemon::Request,
@@ -130,9 +170,9 @@ pub async fn daemon_request(
     if reply.ok {
         return Ok(reply.data);
     }
-    let unknown = reply.is_unknown_server();
+    let usage = reply.is_usage();
     let msg = reply.error.unwrap_or_else(|| "the daemon refused".into());
-    Err(if unknown {
+    Err(if usage {
         Failure::Usage(msg)
     } else {
         Failure::Op(msg)

@@ -23,6 +23,23 @@ pub(crate) fn check(root: &Node, raw: &RawConfig, problems: &mut Vec<Problem>) {
         }
     };
     let (processes, servers) = (names("processes"), names("servers"));
+    // One name, one unit: `corral logs/start/stop NAME` and `.corral/logs/NAME.log`
+    // would otherwise be shared by the two.
+    if let Some(Value::Table(entries)) = root.get("processes").map(|e| &e.node.value) {
+        for e in entries.iter().filter(|e| servers.contains(e.key.as_str())) {
+            problems.push(Problem {
+                line: e.key_pos.line,
+                column: e.key_pos.column,
+                key: format!("processes.{}", e.key),
+                message: format!(
+                    "process {:?} has the name of a server; names are shared by `corral \
+                     logs/start/stop NAME` and the log file .corral/logs/NAME.log, so one \
+                     of the two must be renamed",
+                    e.key
+                ),
+            });
+        }
+    }
     let mut edges: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for process in &raw.processes {
         let out = edges.entry(process.name.as_str()).or_default();

@@ -1077,3 +1077,19 @@ patterns = [{ regex = "x", severity = "fatal", colour = 1 }, { severity = "error
     );
     assert!(all[6].message.contains("already used"), "{:?}", all[6]);
 }
+
+#[test]
+fn a_process_may_not_share_a_server_name() {
+    let p = problem(
+        r#"
+[servers.db]
+command = "db-mcp"
+
+[processes.db]
+command = "postgres"
+"#,
+    );
+    assert_eq!(p.key, "processes.db");
+    assert_eq!(p.line, 5, "{p:?}");
+    assert!(p.message.contains("has the name of a server"), "{p:?}");
+}

@@ -12,7 +12,7 @@ use corral_events::{Event, EventBus, Kind, Source};
 use corral_gateway::http::{HttpGateway, HttpOptions};
 use corral_gateway::{GatewayOptions, Hub};
 use corral_supervisor::alerts::Alerts;
-use corral_supervisor::{Console, NotificationHook, Supervisor, SupervisorOptions};
+use corral_supervisor::{Console, NotificationHook, Processes, Supervisor, SupervisorOptions};
 use std::io::{Seek, SeekFrom, Write};
 use std::net::Ipv4Addr;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
@@ -64,13 +64,17 @@ pub struct DaemonInfo {
     pub socket: PathBuf,
 }
 
-/// A callback that sees every event; the flag says whether the event's server writes
-/// its stderr to the live console (`DaemonOptions::console`, and the server not `quiet`),
-/// so a crash's stderr tail was shown there already.
+/// A callback that sees every event; the flag says whether the event's server or dev
+/// process writes its output to the live console (`DaemonOptions::console`, and the unit
+/// not `quiet`), so a crash's output tail was shown there already.
 pub type EventSink = Box<dyn Fn(&Event, bool) + Send + Sync>;
 
-/// Whether `ev` is a server's whose stderr lines go to the console (it is not `quiet`).
-fn on_console(hub: &std::sync::Weak<Hub>, ev: &Event) -> bool {
+/// Whether `ev` is a server's whose stderr lines go to the console, or a dev process's
+/// whose output does (it is not `quiet`).
+fn on_console(hub: &std::sync::Weak<Hub>, processes: &Processes, ev: &Event) -> bool {
+    if let Some(Source::Process(name)) = ev.source() {
+        return processes.get(&name).is_some_and(|p| !p.config().quiet);
+    }
     let Some(name) = ev.server() else {
         return false;
     };
@@ -190,11 +194,12 @@ pub async fn run(
     hub.attach_processes(supervisor.processes().clone());
     if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
         let hub = Arc::downgrade(&hub);
+        let processes = supervisor.processes().clone();
         let console = opts.console.is_some();
         tokio::spawn(async move {
             loop {
                 match rx.recv().await {
-                    Ok(ev) => on_event(&ev, console && on_console(&hub, &ev)),
+                    Ok(ev) => on_event(&ev, console && on_console(&hub, &processes, &ev)),
                     Err(broadcast::error::RecvError::Lagged(_)) => {}
                     Err(broadcast::error::RecvError::Closed) => return,
                 }
@@ -258,6 +263,7 @@ pub async fn run(
         info,
         hub,
         http: http.ok(),
+        processes: supervisor.processes().clone(),
         supervisor: tokio::sync::Mutex::new(Some(supervisor)),
         bus: bus.clone(),
         shutdown: shutdown_tx,

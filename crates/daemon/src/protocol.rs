@@ -20,7 +20,7 @@ pub const MAX_REPLY: usize = 64 * 1024 * 1024;
 pub enum Request {
     /// Daemon identity: pid, endpoint, config.
     Status,
-    /// Server states.
+    /// Server and dev process states.
     Ps,
     /// Tool list, optionally of one server.
     Tools {
@@ -34,12 +34,15 @@ pub enum Request {
         tool: String,
         arguments: Value,
     },
-    /// The last `lines` log lines of a server; with `follow`, then every new line.
+    /// The last `lines` log lines of a server or a dev process; with `follow`, then every
+    /// new line.
     Logs {
         name: String,
         lines: usize,
         follow: bool,
     },
+    /// Restart a server or a dev process (a name that is both is impossible: the config
+    /// refuses it, and `run` refuses a server's name); answers with its row.
     Restart {
         name: String,
     },
@@ -48,6 +51,15 @@ pub enum Request {
     },
     Start {
         name: String,
+    },
+    /// Start an ad-hoc dev process `name` running `command` in `cwd`: one element is a
+    /// shell line (`sh -c`), more are a program and its arguments. A name in use (a
+    /// server or a process) is refused with [`NAME_TAKEN`]. Answers with the process's
+    /// row and `log`, the path of its log file.
+    Run {
+        name: String,
+        command: Vec<String>,
+        cwd: std::path::PathBuf,
     },
     /// The last `lines` journal events; with `follow`, then every new event.
     Events {
@@ -76,6 +88,12 @@ pub const UNKNOWN_SERVER: &str = "unknown_server";
 
 /// `Reply::code` of a request that named something else that does not exist (a tool).
 pub const NOT_FOUND: &str = "not_found";
+
+/// `Reply::code` of a request to create something under a name already in use (`run`).
+pub const NAME_TAKEN: &str = "name_taken";
+
+/// `Reply::code` of a request whose arguments cannot be used (a name with a `/`).
+pub const INVALID: &str = "invalid";
 
 /// A one-line answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -134,10 +152,14 @@ impl Reply {
         Reply::err_code(NOT_FOUND, message)
     }
 
-    /// Whether this refusal is a usage error: it named a server or tool that does not
-    /// exist.
+    /// Whether this refusal is a usage error: it named a server, process or tool that
+    /// does not exist, or a name already in use.
     pub fn is_usage(&self) -> bool {
-        !self.ok && matches!(self.code.as_deref(), Some(UNKNOWN_SERVER | NOT_FOUND))
+        !self.ok
+            && matches!(
+                self.code.as_deref(),
+                Some(UNKNOWN_SERVER | NOT_FOUND | NAME_TAKEN | INVALID)
+            )
     }
 
     pub fn line(&self) -> String {

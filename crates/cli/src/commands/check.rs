@@ -1,12 +1,13 @@
-//! `corral check`: load and validate, report every problem at once; then look for what
-//! would make a server fail at start (a command not on PATH, a script that is not there)
-//! and warn about it.
+//! `corral check`: load and validate, report every problem at once (with the ids in
+//! `[alerts] disable`, checked against the built-in rules); then look for what would
+//! make a server or dev process fail at start (a command not on PATH, a script that is
+//! not there, a missing cwd) and warn about it.
 //!
 //! Problems are errors (exit 2). Warnings are not: the command may be installed, or the
 //! script built, before the servers start; `check` says what `start` would say.
 
 use crate::{CmdResult, Failure, project};
-use corral_config::{Config, ConfigError, Transport};
+use corral_config::{Config, ConfigError, Problem, Transport};
 use corral_supervisor::spawn::{SpawnSpec, resolve};
 use serde_json::{Value, json};
 use std::path::Path;
@@ -15,6 +16,13 @@ pub fn run(config: Option<&Path>, json: bool) -> CmdResult {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::Op(format!("cannot read the working directory: {e}")))?;
     let loaded = corral_config::discover(&cwd, config).and_then(|p| corral_config::load(&p));
+    let loaded = loaded.and_then(|cfg| match alert_problems(&cfg) {
+        problems if problems.is_empty() => Ok(cfg),
+        problems => Err(ConfigError::Invalid {
+            path: cfg.path.clone(),
+            problems,
+        }),
+    });
     let cfg = match loaded {
         Ok(cfg) => cfg,
         Err(e) if json => {
@@ -32,7 +40,7 @@ pub fn run(config: Option<&Path>, json: bool) -> CmdResult {
             "processes": cfg.processes.keys().collect::<Vec<_>>(),
             "proxies": cfg.proxies.keys().collect::<Vec<_>>(),
             "warnings": warnings.iter().map(|w| json!({
-                "server": w.server, "key": w.key, "message": w.message,
+                w.kind: w.name, "key": w.key, "message": w.message,
             })).collect::<Vec<_>>(),
         });
         println!("{v}");
@@ -94,9 +102,11 @@ fn problems_json(e: &ConfigError) -> Value {
     json!({ "ok": false, "config": config, "problems": problems })
 }
 
-/// Something that will make a server fail at start unless fixed first.
+/// Something that will make a server or process fail at start unless fixed first.
 struct Warning {
-    server: String,
+    /// `server` or `process` (the JSON key of `name`).
+    kind: &'static str,
+    name: String,
     /// The config key to fix, e.g. `servers.files.command`.
     key: String,
     message: String,
@@ -116,7 +126,8 @@ fn warnings(cfg: &Config) -> Vec<Warning> {
         };
         let mut warn = |key: &str, message: String| {
             out.push(Warning {
-                server: name.clone(),
+                kind: "server",
+                name: name.clone(),
                 key: format!("servers.{name}.{key}"),
                 message,
             })
@@ -149,7 +160,60 @@ fn warnings(cfg: &Config) -> Vec<Warning> {
             }
         }
     }
+    for (name, process) in &cfg.processes {
+        let (program, args) = process.command.program_and_args();
+        let spec = SpawnSpec {
+            command: program,
+            args: &args,
+            env: &process.env,
+            cwd: &process.cwd,
+        };
+        let what = match resolve(&spec) {
+            Err(e @ corral_supervisor::spawn::SpawnError::NoCwd { .. }) => Some(("cwd", e)),
+            Err(e) => Some(("command", e)),
+            Ok(_) => None,
+        };
+        if let Some((key, e)) = what {
+            out.push(Warning {
+                kind: "process",
+                name: name.clone(),
+                key: format!("processes.{name}.{key}"),
+                message: format!("{e}; the process will not start"),
+            });
+        }
+    }
     out
+}
+
+/// The ids and categories in `[alerts] disable` that the built-in rules do not know, one
+/// problem each, naming the nearest known one (only the scanner knows them, so loading
+/// the config cannot check them).
+fn alert_problems(cfg: &Config) -> Vec<Problem> {
+    let text = std::fs::read_to_string(&cfg.path).unwrap_or_default();
+    let mut problems = Vec::new();
+    for id in &cfg.alerts.disable {
+        let one = corral_config::AlertSettings {
+            disable: vec![id.clone()],
+            ..cfg.alerts.clone()
+        };
+        let Err(e) = corral_alerts::AlertRules::with_config(&one) else {
+            continue;
+        };
+        // Where the id is written: the first line quoting it (else the file's start).
+        let quoted = format!("\"{id}\"");
+        let (line, column) = text
+            .lines()
+            .enumerate()
+            .find_map(|(i, l)| l.find(&quoted).map(|c| (i + 1, l[..c].chars().count() + 1)))
+            .unwrap_or((1, 1));
+        problems.push(Problem {
+            line,
+            column,
+            key: "alerts.disable".into(),
+            message: e.strip_prefix("alerts.disable: ").unwrap_or(&e).to_owned(),
+        });
+    }
+    problems
 }
 
 /// Whether a flag of an interpreter takes no value (the next argument is the script).

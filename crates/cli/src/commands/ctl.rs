@@ -5,7 +5,7 @@ use crate::project;
 use crate::{CmdResult, Failure, output};
 use corral_daemon::Request;
 use corral_daemon::client::ClientError;
-use corral_events::rows::{PsReply, ServerRow};
+use corral_events::rows::PsReply;
 use serde_json::Value;
 use std::path::Path;
 use tokio::io::AsyncBufReadExt;
@@ -58,9 +58,14 @@ fn ps_tables(reply: &PsReply, color: bool) -> String {
             shown(&s.last_error),
         ]);
     }
-    let mut text = output::table(&rows);
     let Some(processes) = reply.processes.as_ref().filter(|p| !p.is_empty()) else {
-        return text;
+        return output::table(&rows);
+    };
+    // With no servers, only the processes' table.
+    let mut text = if reply.servers.is_empty() {
+        String::new()
+    } else {
+        output::table(&rows) + "\n"
     };
     let mut rows = vec![vec![
         "PROCESS".into(),
@@ -73,9 +78,18 @@ fn ps_tables(reply: &PsReply, color: bool) -> String {
         "LAST ALERT".into(),
     ]];
     for p in processes {
+        // What it waits for belongs to its state: `starting (waiting for server 'db')`.
+        let state = match &p.waiting_for {
+            Some(w) => format!(
+                "{} (waiting for {})",
+                painted(&p.state, color),
+                shown(&Some(w.clone()))
+            ),
+            None => painted(&p.state, color),
+        };
         rows.push(vec![
             p.name.clone(),
-            painted(&p.state, color),
+            state,
             p.pid.map_or("-".into(), |p| p.to_string()),
             p.uptime_s.map_or("-".into(), human_duration),
             p.restarts.to_string(),
@@ -84,7 +98,6 @@ fn ps_tables(reply: &PsReply, color: bool) -> String {
             shown(&p.last_alert),
         ]);
     }
-    text.push('\n');
     text.push_str(&output::table(&rows));
     text
 }
@@ -154,8 +167,9 @@ pub async fn logs(
     }
 }
 
-/// `corral logs` with no daemon: the log file the last run left, followed with `-f`
-/// (new lines come when a daemon or a one-shot command runs the server).
+/// `corral logs` with no daemon: the log file the last run left (of a server, a
+/// configured process, or an ad-hoc one), followed with `-f` (new lines come when a
+/// daemon or a one-shot command runs it).
 async fn logs_from_file(
     cfg: &corral_config::Config,
     name: &str,
@@ -165,9 +179,14 @@ async fn logs_from_file(
 ) -> CmdResult {
     let path = corral_supervisor::stderr::log_path(&cfg.state_dir.join("logs"), name);
     if name.contains('/') || !path.is_file() {
-        project::select(cfg, Some(name))?;
+        project::check_unit(cfg, name)?;
+        let kind = if cfg.servers.contains_key(name) {
+            "server"
+        } else {
+            "process"
+        };
         return Err(Failure::Op(format!(
-            "no daemon runs, and server '{name}' has no log yet ({} does not exist): it has not been started; `corral up -d` starts the servers",
+            "no daemon runs, and {kind} '{name}' has no log yet ({} does not exist): it has not been started; `corral up -d` starts the servers and processes",
             path.display()
         )));
     }
@@ -209,8 +228,8 @@ async fn logs_from_file(
     }
 }
 
-/// A control request naming a server. With no daemon, a name the config does not know
-/// is a usage error (as the daemon would say); else "no daemon runs".
+/// A control request naming a server or a process. With no daemon, a name the config
+/// does not know is a usage error (as the daemon would say); else "no daemon runs".
 async fn named_request(
     cfg: &corral_config::Config,
     name: &str,
@@ -218,7 +237,7 @@ async fn named_request(
 ) -> Result<Value, Failure> {
     match project::daemon_request(cfg, req).await {
         Err(e) if !project::daemon_running(cfg).await => {
-            project::select(cfg, Some(name))?;
+            project::check_unit(cfg, name)?;
             Err(e)
         }
         r => r,
@@ -242,11 +261,16 @@ pub async fn lifecycle(config: Option<&Path>, verb: &str, name: &str, json: bool
     if json {
         println!("{data}");
     } else {
-        let row: ServerRow = project::reply_as(data)?;
+        // A server's row or a process's: both have these fields.
+        let state = data["state"].as_str().unwrap_or("?");
+        let pid = data["pid"].as_u64().map(|p| format!(" (pid {p})"));
+        let waiting = data["waiting_for"]
+            .as_str()
+            .map(|w| format!(" (waiting for {w})"));
         println!(
-            "{name}: {}{}",
-            row.state,
-            row.pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+            "{name}: {state}{}{}",
+            pid.unwrap_or_default(),
+            waiting.unwrap_or_default()
         );
     }
     Ok(())
@@ -276,6 +300,31 @@ pub async fn reload(config: Option<&Path>, json: bool) -> CmdResult {
     println!("restarted: {}", list("restarted"));
     println!("stopped:   {}", list("removed"));
     println!("unchanged: {}", list("unchanged"));
+    let processes = &data["processes"];
+    let plist = |k: &str| -> Vec<&str> {
+        processes[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect()
+    };
+    if ["added", "removed", "restarted", "unchanged"]
+        .iter()
+        .any(|k| !plist(k).is_empty())
+    {
+        let or_dash = |v: Vec<&str>| {
+            if v.is_empty() {
+                "-".to_owned()
+            } else {
+                v.join(", ")
+            }
+        };
+        println!("processes started:   {}", or_dash(plist("added")));
+        println!("processes restarted: {}", or_dash(plist("restarted")));
+        println!("processes stopped:   {}", or_dash(plist("removed")));
+        println!("processes unchanged: {}", or_dash(plist("unchanged")));
+    }
     for w in data["warnings"].as_array().into_iter().flatten() {
         eprintln!("corral: {}", w.as_str().unwrap_or(""));
     }
@@ -293,7 +342,7 @@ pub async fn errors(_config: Option<&Path>, _json: bool) -> CmdResult {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corral_events::rows::{LastExit, ProcessRow};
+    use corral_events::rows::{LastExit, ProcessRow, ServerRow};
 
     fn reply(processes: Option<Vec<ProcessRow>>) -> PsReply {
         PsReply {
@@ -346,5 +395,17 @@ mod tests {
             "{both}"
         );
         assert!(lines[1].ends_with("Error: listen EADDRINUSE"), "{both}");
+        let waiting = ProcessRow {
+            name: "api".into(),
+            state: "starting".into(),
+            waiting_for: Some("server 'db'".into()),
+            ..ProcessRow::default()
+        };
+        let text = ps_tables(&reply(Some(vec![waiting])), false);
+        let row = text.lines().last().unwrap();
+        assert!(
+            row.starts_with("api      starting (waiting for server 'db')  -"),
+            "{text}"
+        );
     }
 }

@@ -4,7 +4,8 @@
 //! when none runs) and hands it its stdin/stdout pipes, so the daemon speaks to the agent
 //! directly and every agent shares one set of servers. When stdio is not a pipe or socket
 //! (a terminal), it relays bytes instead.
-//! `--standalone` runs the servers in this process instead. stdout carries only MCP
+//! `--standalone` runs the servers (and the config's dev processes) in this process
+//! instead. stdout carries only MCP
 //! messages; diagnostics go to stderr, where agents keep MCP server logs.
 
 use crate::project::{self, Standalone};
@@ -142,7 +143,7 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
     let mut events = bus.subscribe();
     let (req_tx, req_rx) = tokio::sync::mpsc::unbounded_channel();
     let hook = corral_supervisor::NotificationHook::default();
-    let run = Standalone::start_with_requests(
+    let mut run = Standalone::start_with_requests(
         &cfg,
         servers,
         bus.clone(),
@@ -150,12 +151,21 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         req_tx,
         hook.clone(),
     );
-    // The servers' stderr is on the console unless `quiet`: crashes point up at it.
+    // The dev processes too, as the daemon runs them.
+    run.start_processes(&cfg);
+    // The servers' stderr and the processes' output are on the console unless `quiet`:
+    // crashes point up at it. By event source (`server:NAME`, `process:NAME`).
     let live: std::collections::BTreeSet<String> = cfg
         .servers
         .values()
         .filter(|s| !s.quiet)
-        .map(|s| s.name.clone())
+        .map(|s| corral_events::Source::server(s.name.clone()).to_string())
+        .chain(
+            cfg.processes
+                .values()
+                .filter(|p| !p.quiet)
+                .map(|p| corral_events::Source::Process(p.name.clone()).to_string()),
+        )
         .collect();
     let style = output::Style {
         color: false,
@@ -165,7 +175,7 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         loop {
             match events.recv().await {
                 Ok(ev) if !ev.is(Kind::ServerNoise) => {
-                    let shown = ev.server().is_some_and(|s| live.contains(s));
+                    let shown = live.contains(&ev.source);
                     eprintln!("{}", output::render_console_event(&ev, style, shown))
                 }
                 Ok(_) | Err(RecvError::Lagged(_)) => {}

@@ -6,6 +6,7 @@ mod ctl;
 mod events;
 mod init;
 mod mcp;
+mod run;
 mod tools;
 mod up;
 
@@ -56,6 +57,13 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
         Command::Restart { name, json } => ctl::lifecycle(config, "restart", &name, json).await,
         Command::Stop { name, json } => ctl::lifecycle(config, "stop", &name, json).await,
         Command::Start { name, json } => ctl::lifecycle(config, "start", &name, json).await,
+        Command::Run {
+            name,
+            command,
+            follow,
+            standalone,
+            json,
+        } => run::run(config, &name, command, follow, standalone, json).await,
         Command::Events {
             follow,
             json,

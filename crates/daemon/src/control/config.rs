@@ -2,12 +2,15 @@
 
 use super::State;
 use crate::protocol::Reply;
+use corral_config::Config;
 use corral_events::{Event, Kind, Source};
 use serde_json::{Value, json};
+use std::collections::BTreeSet;
 
 /// Re-reads the config and applies the difference: servers whose definition changed are
 /// restarted, removed ones stopped, new ones started, the rest left alone; agents get
-/// `list_changed`. A config with problems changes nothing. Settings that need a restart
+/// `list_changed`. Dev processes alike ([`ProcessPlan`]); ad-hoc ones (`corral run`) are
+/// left alone unless the config now defines a process of their name. A config with problems changes nothing. Settings that need a restart
 /// of the daemon (`gateway.*`) are reported, not applied.
 pub(crate) async fn reload(state: &State) -> Reply {
     let path = state.config.read().unwrap().path.clone();
@@ -27,6 +30,27 @@ pub(crate) async fn reload(state: &State) -> Reply {
         return Reply::err("the daemon is shutting down");
     };
     let (mut added, mut removed, mut restarted, mut unchanged) = (vec![], vec![], vec![], vec![]);
+    let mut warnings = Vec::new();
+    // Processes first: stop the ones removed or changed, before the servers they may
+    // use change; they start again once the servers are in place.
+    let changed_servers: BTreeSet<&str> = old
+        .servers
+        .iter()
+        .filter(|(name, cfg)| new.servers.get(*name) != Some(cfg))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let plan = ProcessPlan::of(&old, &new, &changed_servers);
+    for name in plan.removed.iter().chain(&plan.restarted) {
+        sup.processes().remove(name).await;
+    }
+    for name in &plan.added {
+        // An ad-hoc process of that name: the config's process takes the name.
+        if sup.processes().remove(name).await {
+            warnings.push(format!(
+                "the ad-hoc process '{name}' was stopped: the config now defines a process of that name"
+            ));
+        }
+    }
     for (name, cfg) in &old.servers {
         match new.servers.get(name) {
             None => {
@@ -47,10 +71,17 @@ pub(crate) async fn reload(state: &State) -> Reply {
             added.push(name.clone());
         }
     }
+    for cfg in new.start_order() {
+        let name = cfg.name.as_str();
+        if (plan.added.contains(name) || plan.restarted.contains(name))
+            && let Err(e) = sup.add_process(cfg.clone())
+        {
+            warnings.push(format!("process '{name}' not started: {e}"));
+        }
+    }
     let servers = sup.handles();
     drop(guard);
     state.hub.set_servers(servers);
-    let mut warnings = Vec::new();
     if old.gateway != new.gateway {
         warnings.push(
             "[gateway] settings changed: they apply when the daemon restarts (`corral down`, `corral up -d`)"
@@ -64,6 +95,12 @@ pub(crate) async fn reload(state: &State) -> Reply {
         "restarted": restarted,
         "unchanged": unchanged,
         "warnings": warnings,
+        "processes": {
+            "added": plan.added,
+            "removed": plan.removed,
+            "restarted": plan.restarted,
+            "unchanged": plan.unchanged,
+        },
     });
     let mut ev = Event::new(Kind::DaemonReloaded, Source::Corral);
     if let Value::Object(m) = &data {
@@ -71,4 +108,124 @@ pub(crate) async fn reload(state: &State) -> Reply {
     }
     state.bus.emit(ev);
     Reply::ok(data)
+}
+
+/// What a reload does to the config's dev processes.
+#[derive(Debug, Default, PartialEq)]
+struct ProcessPlan {
+    /// New in the config.
+    added: BTreeSet<String>,
+    /// Gone from the config.
+    removed: BTreeSet<String>,
+    /// Changed, or depending (transitively) on a process or server that restarts: a
+    /// dependency is watched from the process's start, so a replaced one is only seen
+    /// by a process started after it.
+    restarted: BTreeSet<String>,
+    unchanged: BTreeSet<String>,
+}
+
+impl ProcessPlan {
+    fn of(old: &Config, new: &Config, changed_servers: &BTreeSet<&str>) -> ProcessPlan {
+        let mut plan = ProcessPlan::default();
+        for name in old.processes.keys() {
+            if !new.processes.contains_key(name) {
+                plan.removed.insert(name.clone());
+            }
+        }
+        for (name, cfg) in &new.processes {
+            match old.processes.get(name) {
+                None => {
+                    plan.added.insert(name.clone());
+                }
+                Some(o) if o != cfg => {
+                    plan.restarted.insert(name.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        loop {
+            let more: Vec<String> = new
+                .processes
+                .values()
+                .filter(|p| old.processes.contains_key(&p.name))
+                .filter(|p| !plan.restarted.contains(&p.name))
+                .filter(|p| {
+                    p.depends_on.iter().any(|d| {
+                        plan.restarted.contains(d)
+                            || plan.added.contains(d)
+                            || changed_servers.contains(d.as_str())
+                    })
+                })
+                .map(|p| p.name.clone())
+                .collect();
+            if more.is_empty() {
+                break;
+            }
+            plan.restarted.extend(more);
+        }
+        plan.unchanged = new
+            .processes
+            .keys()
+            .filter(|n| !plan.added.contains(*n) && !plan.restarted.contains(*n))
+            .cloned()
+            .collect();
+        plan
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Config {
+        corral_config::load_str(std::path::Path::new("/p/corral.toml"), text, &|_: &str| {
+            None
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_changed_process_restarts_with_what_depends_on_it() {
+        let old = config(
+            r#"
+[servers.db]
+command = "db"
+[processes.api]
+command = "api"
+depends_on = ["db"]
+[processes.web]
+command = "web"
+depends_on = ["api"]
+[processes.docs]
+command = "docs"
+[processes.gone]
+command = "gone"
+"#,
+        );
+        let new = config(
+            r#"
+[servers.db]
+command = "db"
+[processes.api]
+command = "api --new"
+depends_on = ["db"]
+[processes.web]
+command = "web"
+depends_on = ["api"]
+[processes.docs]
+command = "docs"
+[processes.fresh]
+command = "fresh"
+"#,
+        );
+        let plan = ProcessPlan::of(&old, &new, &BTreeSet::new());
+        let set = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        assert_eq!(plan.added, set(&["fresh"]));
+        assert_eq!(plan.removed, set(&["gone"]));
+        assert_eq!(plan.restarted, set(&["api", "web"]));
+        assert_eq!(plan.unchanged, set(&["docs"]));
+        // A restarted server restarts what depends on it.
+        let plan = ProcessPlan::of(&old, &old, &BTreeSet::from(["db"]));
+        assert_eq!(plan.restarted, set(&["api", "web"]));
+    }
 }

@@ -1,12 +1,13 @@
 //! `logs`: a server's stderr log, and with `follow` its new lines as they come.
 
-use super::{State, send_line, unknown};
+use super::{State, send_line, unknown_unit};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
 
-/// The `logs` request: the server's log lines, or the refusal of an unknown name.
+/// The `logs` request: the log lines of a server (its stderr) or of a dev process (its
+/// output, with a header line per run), or the refusal of an unknown name.
 pub(crate) async fn stream(
     state: &State,
     name: &str,
@@ -14,13 +15,17 @@ pub(crate) async fn stream(
     follow: bool,
     write: &mut (impl AsyncWriteExt + Unpin),
 ) {
-    let Some(h) = state.server(name) else {
-        let _ = write
-            .write_all(unknown(state, name).line().as_bytes())
-            .await;
-        return;
+    let path = match (state.server(name), state.processes.get(name)) {
+        (Some(h), _) => h.log_path().to_owned(),
+        (None, Some(p)) => p.log_path().to_owned(),
+        (None, None) => {
+            let _ = write
+                .write_all(unknown_unit(state, name).line().as_bytes())
+                .await;
+            return;
+        }
     };
-    follow_log(h.log_path().to_owned(), lines, follow, write, state).await;
+    follow_log(path, lines, follow, write, state).await;
 }
 
 /// Log lines as `{"line": …}` JSON lines: the last `n`, then (with `follow`) new ones as

@@ -1,7 +1,10 @@
 //! The control socket: one connection, one request line, parsed once into a
 //! [`Request`] and dispatched once ([`dispatch`]) to the module of its family:
 //!
-//! - [`servers`]: `ps`, `tools`, `call`, `start` / `stop` / `restart`;
+//! - [`servers`]: `ps`, `tools`, `call`, `start` / `stop` / `restart` (of a server, or
+//!   through [`processes`] of a dev process);
+//! - [`processes`]: dev processes: their `ps` rows, `run` (an ad-hoc process), and
+//!   `start` / `stop` / `restart` of one;
 //! - [`daemon`]: `status`, `shutdown`;
 //! - [`config`]: `reload` (also SIGHUP);
 //! - [`logs`]: `logs`, with `follow` a stream;
@@ -16,6 +19,7 @@ pub(crate) mod config;
 pub(crate) mod daemon;
 pub(crate) mod events;
 pub(crate) mod logs;
+pub(crate) mod processes;
 pub(crate) mod servers;
 pub(crate) mod session;
 
@@ -27,7 +31,7 @@ use corral_events::EventBus;
 use corral_gateway::Hub;
 use corral_gateway::http::HttpGateway;
 use corral_supervisor::lines::{LineRead, read_line_bounded};
-use corral_supervisor::{ServerHandle, Supervisor};
+use corral_supervisor::{Processes, ServerHandle, Supervisor};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -46,6 +50,8 @@ pub(crate) struct State {
     pub(crate) http: Option<Arc<HttpGateway>>,
     /// Taken out at shutdown.
     pub(crate) supervisor: tokio::sync::Mutex<Option<Supervisor>>,
+    /// The dev processes (the supervisor's registry, shared: usable without its lock).
+    pub(crate) processes: Processes,
     pub(crate) bus: EventBus,
     pub(crate) shutdown: watch::Sender<bool>,
     /// Cloned by every `events -f` stream while it runs; taken out at the end of
@@ -126,6 +132,7 @@ async fn dispatch(
         Request::Start { name } => servers::start(state, &name).await,
         Request::Stop { name } => servers::stop(state, &name).await,
         Request::Restart { name } => servers::restart(state, &name).await,
+        Request::Run { name, command, cwd } => processes::run(state, &name, command, cwd).await,
         Request::Reload => config::reload(state).await,
     };
     let _ = write.write_all(reply.line().as_bytes()).await;
@@ -152,6 +159,27 @@ pub(crate) fn unknown(state: &State, name: &str) -> Reply {
             } else {
                 known.join(", ")
             }
+        ),
+    )
+}
+
+/// The refusal of a request naming neither a server nor a dev process of the daemon.
+pub(crate) fn unknown_unit(state: &State, name: &str) -> Reply {
+    let servers = state.servers();
+    let list = |names: Vec<&str>| {
+        if names.is_empty() {
+            "(none)".to_owned()
+        } else {
+            names.join(", ")
+        }
+    };
+    let processes = state.processes.list();
+    Reply::err_code(
+        crate::protocol::UNKNOWN_SERVER,
+        format!(
+            "no server or process named '{name}'; servers: {}; processes: {}",
+            list(servers.keys().map(String::as_str).collect()),
+            list(processes.iter().map(|p| p.name()).collect()),
         ),
     )
 }

@@ -1,6 +1,6 @@
 //! The server family: `ps`, `tools`, `call`, `start` / `stop` / `restart`.
 
-use super::{State, daemon, unknown};
+use super::{State, daemon, processes, unknown, unknown_unit};
 use crate::protocol::Reply;
 use corral_events::rows::PsReply;
 use corral_gateway::builtin::server_row;
@@ -13,7 +13,7 @@ pub(crate) fn ps(state: &State) -> Reply {
     Reply::ok_of(&PsReply {
         daemon: daemon::status_of(state),
         servers: state.servers().values().map(server_row).collect(),
-        processes: None,
+        processes: processes::rows(state),
     })
 }
 
@@ -88,28 +88,38 @@ pub(crate) async fn call(
     }
 }
 
-/// `start`: starts a stopped (or given-up) server and waits until it is ready.
+/// `start`: starts a stopped (or given-up) server and waits until it is ready (or a dev
+/// process: [`processes::start`]).
 pub(crate) async fn start(state: &State, name: &str) -> Reply {
     let Some(h) = state.server(name) else {
-        return unknown(state, name);
+        return match state.processes.get(name) {
+            Some(p) => processes::start(state, &p).await,
+            None => unknown_unit(state, name),
+        };
     };
     h.start().await;
     settle(&h).await
 }
 
-/// `restart`: stops and starts a server and waits until it is ready.
+/// `restart`: stops and starts a server and waits until it is ready (or a dev process).
 pub(crate) async fn restart(state: &State, name: &str) -> Reply {
     let Some(h) = state.server(name) else {
-        return unknown(state, name);
+        return match state.processes.get(name) {
+            Some(p) => processes::restart(state, &p).await,
+            None => unknown_unit(state, name),
+        };
     };
     h.restart().await;
     settle(&h).await
 }
 
-/// `stop`: stops a server gracefully; answers with its row.
+/// `stop`: stops a server (or a dev process) gracefully; answers with its row.
 pub(crate) async fn stop(state: &State, name: &str) -> Reply {
     let Some(h) = state.server(name) else {
-        return unknown(state, name);
+        return match state.processes.get(name) {
+            Some(p) => processes::stop(state, &p).await,
+            None => unknown_unit(state, name),
+        };
     };
     h.stop().await;
     Reply::ok_of(&server_row(&h))
