@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::{TcpListener, UnixListener};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
 
 /// Why the daemon could not run.
 #[derive(Debug, thiserror::Error)]
@@ -206,7 +207,9 @@ pub async fn run(
             }
         });
     }
-    let (shutdown_tx, mut shutdown_rx) = watch::channel(false);
+    // The daemon's one cancellation: the accept loop, the HTTP server and log followers
+    // end on it.
+    let shutdown = CancellationToken::new();
     let (http, http_task) = match (listener, local) {
         (Ok(listener), Some(local_addr)) => {
             let http = HttpGateway::new(
@@ -220,13 +223,8 @@ pub async fn run(
             );
             let task = {
                 let http = http.clone();
-                let mut rx = shutdown_rx.clone();
-                tokio::spawn(async move {
-                    http.serve(listener, async move {
-                        let _ = rx.wait_for(|s| *s).await;
-                    })
-                    .await
-                })
+                let stop = shutdown.clone().cancelled_owned();
+                tokio::spawn(async move { http.serve(listener, stop).await })
             };
             (Ok(http), Some(task))
         }
@@ -266,7 +264,7 @@ pub async fn run(
         processes: supervisor.processes().clone(),
         supervisor: tokio::sync::Mutex::new(Some(supervisor)),
         bus: bus.clone(),
-        shutdown: shutdown_tx,
+        shutdown: shutdown.clone(),
         followers: std::sync::Mutex::new(Some(followers_tx)),
     });
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -287,12 +285,12 @@ pub async fn run(
                 let state = state.clone();
                 tokio::spawn(async move { control::config::reload(&state).await });
             }
-            _ = shutdown_rx.wait_for(|s| *s) => break,
+            _ = shutdown.cancelled() => break,
             _ = &mut stop => break,
         }
     }
 
-    let _ = state.shutdown.send(true);
+    state.shutdown.cancel();
     drop(control);
     let _ = std::fs::remove_file(&state.paths.socket);
     if let Some(supervisor) = state.supervisor.lock().await.take() {

@@ -10,11 +10,11 @@ pub(crate) fn status(state: &State) -> Reply {
     Reply::ok_of(&status_of(state))
 }
 
-/// `shutdown`: stop every server and exit (the accept loop sees the flag); answers with
+/// `shutdown`: stop every server and exit (the accept loop sees the token); answers with
 /// the pid and how many agent sessions end with it.
 pub(crate) fn shutdown(state: &State) -> Reply {
     let agents = state.hub.session_count();
-    let _ = state.shutdown.send(true);
+    state.shutdown.cancel();
     Reply::ok(json!({ "pid": state.info.pid, "agents": agents }))
 }
 

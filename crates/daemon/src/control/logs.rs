@@ -51,12 +51,12 @@ async fn follow_log(
         return;
     }
     let mut follower = corral_supervisor::stderr::LogFollower::new(&path);
-    let mut stopping = state.shutdown.subscribe();
+    let stopping = state.shutdown.clone();
     let mut tick = tokio::time::interval(Duration::from_millis(200));
     loop {
         tokio::select! {
             _ = tick.tick() => {}
-            _ = stopping.wait_for(|s| *s) => return,
+            _ = stopping.cancelled() => return,
         }
         for text in follower.poll() {
             if send_line(write, &json!({ "line": text }).to_string())

@@ -37,7 +37,6 @@ use std::sync::Arc;
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::watch;
 
 /// Shared by every control connection.
 pub(crate) struct State {
@@ -53,7 +52,8 @@ pub(crate) struct State {
     /// The dev processes (the supervisor's registry, shared: usable without its lock).
     pub(crate) processes: Processes,
     pub(crate) bus: EventBus,
-    pub(crate) shutdown: watch::Sender<bool>,
+    /// Cancelled when the daemon stops.
+    pub(crate) shutdown: tokio_util::sync::CancellationToken,
     /// Cloned by every `events -f` stream while it runs; taken out at the end of
     /// shutdown, so the daemon knows when the last follower has its `daemon.stopped`.
     pub(crate) followers: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<()>>>,
