@@ -1130,3 +1130,109 @@ async fn wait(ctx: &Ctx<'_>, args: &Value) -> Result<Answer, String> {
         ..answer
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_config::ToolPrefix;
+
+    fn line(seq: u64, run: u32, stream: Stream, text: &str) -> OutputLine {
+        OutputLine {
+            seq,
+            run,
+            stream,
+            time: SystemTime::now(),
+            text: text.into(),
+        }
+    }
+
+    #[test]
+    fn output_is_tagged_by_stream_and_runs_are_separated() {
+        let lines = [
+            line(1, 1, Stream::Stdout, "a"),
+            line(2, 1, Stream::Stderr, "b"),
+            line(3, 2, Stream::Stdout, "c"),
+        ];
+        assert_eq!(
+            render(&lines, true),
+            "── run 1 ──\n[stdout] a\n[stderr] b\n── run 2 ──\n[stdout] c\n"
+        );
+        assert_eq!(
+            render(&lines[..2], false),
+            "a\nb\n",
+            "one run: no separator"
+        );
+        assert_eq!(render(&[line(1, 3, Stream::Pty, "p")], true), "p\n");
+    }
+
+    #[test]
+    fn arguments_are_checked_and_named_in_errors() {
+        let port = |v: Value| port_arg(&json!({ "port": v }));
+        assert_eq!(port(json!(5173)), Ok(Some("127.0.0.1:5173".into())));
+        assert_eq!(port(json!("5173")), Ok(Some("127.0.0.1:5173".into())));
+        assert_eq!(port(json!("[::1]:80")), Ok(Some("[::1]:80".into())));
+        assert!(port(json!(0)).is_err());
+        assert!(port(json!("host")).unwrap_err().contains("\"host\""));
+        let timeout = |v: Value| timeout_arg(&json!({ "timeout": v }), DEFAULT_WAIT);
+        assert_eq!(timeout(json!(1.5)), Ok(Duration::from_millis(1500)));
+        assert_eq!(timeout(json!("2m")), Ok(Duration::from_secs(120)));
+        assert!(timeout(json!(301)).unwrap_err().contains("maximum, 300s"));
+        assert!(since_arg(&json!({"since": "5m"})).unwrap().is_some());
+        assert!(
+            since_arg(&json!({"since": "2025-01-31T12:00:00Z"}))
+                .unwrap()
+                .is_some()
+        );
+        assert!(
+            regex_arg(&json!({"grep": "a("}), "grep")
+                .unwrap_err()
+                .starts_with("`grep` \"a(\"")
+        );
+        assert_eq!(
+            command_arg(&json!({"command": ["cargo", "watch"]})),
+            Ok(Some(ProcessCommand::Argv(vec![
+                "cargo".into(),
+                "watch".into()
+            ])))
+        );
+        assert!(command_arg(&json!({"command": []})).is_err());
+        assert!(
+            env_arg(&json!({"env": {"A": 1}}))
+                .unwrap_err()
+                .contains("env.A")
+        );
+        assert_eq!(secs(Duration::from_millis(500)), "0.5s");
+        assert_eq!(secs(Duration::from_secs(30)), "30s");
+    }
+
+    #[test]
+    fn process_tools_are_listed_only_with_processes_and_named_as_exposed() {
+        let without = Catalog::build(std::iter::empty(), ToolPrefix::Always, true);
+        assert!(without.builtins.iter().all(|(b, _)| !b.is_process()));
+        assert!(
+            !without.list_json.contains("process"),
+            "{}",
+            without.list_json
+        );
+        let with = Catalog::build_with(std::iter::empty(), ToolPrefix::Always, true, true);
+        assert_eq!(
+            with.builtin_name(Builtin::ProcessWait),
+            Some("corral__process_wait")
+        );
+        assert!(
+            with.list_json.contains("are listed by `corral__processes`"),
+            "{}",
+            with.list_json
+        );
+        assert!(
+            with.where_to_look()
+                .contains("`corral__process_start` starts one")
+        );
+        let bare = Catalog::build_with(std::iter::empty(), ToolPrefix::Never, true, true);
+        assert_eq!(bare.builtin_name(Builtin::Processes), Some("processes"));
+        assert!(bare.where_to_look().contains("`process_output` shows"));
+        let off = Catalog::build_with(std::iter::empty(), ToolPrefix::Always, false, true);
+        assert!(off.builtins.is_empty());
+        assert!(!off.where_to_look().contains("process"));
+    }
+}
