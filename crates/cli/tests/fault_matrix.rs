@@ -362,12 +362,13 @@ fn of<'a>(events: &'a [Value], server: &str, kind: &str) -> Vec<&'a Value> {
         .collect()
 }
 
-/// The kinds of `server`'s events, in order.
+/// The kinds of `server`'s lifecycle events, in order (not its `alert`s: what its stderr
+/// said, scanned as it drains, in no fixed order with its exit).
 fn kinds<'a>(events: &'a [Value], server: &str) -> Vec<&'a str> {
     let source = format!("server:{server}");
     events
         .iter()
-        .filter(|e| e["source"] == source)
+        .filter(|e| e["source"] == source && e["kind"] != "alert")
         .map(|e| e["kind"].as_str().unwrap())
         .collect()
 }
@@ -424,6 +425,10 @@ fn start_failure_with_traceback(fault: &str) {
                 ["server.starting", "server.start_failed"],
                 "{path:?}: {ev:#?}"
             );
+            // The traceback is one alert, named by its last line.
+            let alerts = of(&ev, "bad", "alert");
+            assert_eq!(alerts.len(), 1, "{path:?}: {alerts:#?}");
+            assert_eq!(alerts[0]["message"], TRACEBACK_LAST, "{path:?}");
             let failed = of(&ev, "bad", "server.start_failed")[0];
             assert_eq!(failed["reason"], detail, "{path:?}: {failed}");
             assert_eq!(failed["exit_code"], 1, "{path:?}: {failed}");
