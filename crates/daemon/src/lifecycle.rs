@@ -192,7 +192,7 @@ pub async fn run(
         Some(req_rx),
         Some(hook),
     );
-    hub.attach_processes(supervisor.processes().clone());
+    hub.attach_processes(supervisor.processes().clone(), config.root.clone());
     if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
         let hub = Arc::downgrade(&hub);
         let processes = supervisor.processes().clone();

@@ -1,4 +1,5 @@
-//! Corral's own tools: see the servers, read their logs, restart one.
+//! Corral's own tools: see the servers, read their logs, restart one; and the project's
+//! dev processes ([`crate::procs`]).
 
 use crate::jsonrpc;
 use corral_events::rows::ServerRow;
@@ -15,6 +16,14 @@ pub enum Builtin {
     Servers,
     ServerLogs,
     RestartServer,
+    /// The dev processes: offered only by a gateway with processes attached
+    /// ([`crate::Hub::attach_processes`]); see [`crate::procs`].
+    Processes,
+    ProcessStart,
+    ProcessOutput,
+    ProcessStop,
+    ProcessRestart,
+    ProcessWait,
 }
 
 /// Most log lines `server_logs` returns.
@@ -27,7 +36,21 @@ impl Builtin {
         Builtin::Servers,
         Builtin::ServerLogs,
         Builtin::RestartServer,
+        Builtin::Processes,
+        Builtin::ProcessStart,
+        Builtin::ProcessOutput,
+        Builtin::ProcessStop,
+        Builtin::ProcessRestart,
+        Builtin::ProcessWait,
     ];
+
+    /// One of the process tools, which need the project's processes.
+    pub fn is_process(self) -> bool {
+        !matches!(
+            self,
+            Builtin::Servers | Builtin::ServerLogs | Builtin::RestartServer
+        )
+    }
 
     /// The unprefixed name.
     pub fn name(self) -> &'static str {
@@ -35,16 +58,25 @@ impl Builtin {
             Builtin::Servers => "servers",
             Builtin::ServerLogs => "server_logs",
             Builtin::RestartServer => "restart_server",
+            Builtin::Processes => "processes",
+            Builtin::ProcessStart => "process_start",
+            Builtin::ProcessOutput => "process_output",
+            Builtin::ProcessStop => "process_stop",
+            Builtin::ProcessRestart => "process_restart",
+            Builtin::ProcessWait => "process_wait",
         }
     }
 
-    /// The tool object for `tools/list` (its name is set by the catalog).
+    /// The tool object for `tools/list` (its name is set by the catalog). A `{NAME}` in a
+    /// description (`{process_output}`) stands for the name agents see for that built-in
+    /// tool; the catalog fills it in.
     pub fn definition(self) -> Value {
         match self {
             Builtin::Servers => json!({
                 "description": "Corral: every MCP server behind this endpoint with its state \
                     (ready, starting, backoff, failed, stopped, gave_up), pid, uptime, restarts, \
-                    last error and tool count. Start here when a tool fails.",
+                    last error and tool count. Start here when a tool fails. The project's dev \
+                    processes (dev servers, watchers, test runners) are listed by `{processes}`.",
                 "inputSchema": {"type": "object", "properties": {}},
                 "annotations": {"readOnlyHint": true},
             }),
@@ -73,10 +105,13 @@ impl Builtin {
                 },
                 "annotations": {"destructiveHint": false, "idempotentHint": true},
             }),
+            b => crate::procs::definition(b),
         }
     }
 
-    /// Runs the tool; returns a `tools/call` result (tool failures are `isError`).
+    /// Runs the tool; returns a `tools/call` result (tool failures are `isError`). The
+    /// process tools need the project's processes: they are answered by
+    /// [`crate::Hub::call_builtin`], and here only say so.
     pub async fn call(self, servers: &BTreeMap<String, ServerHandle>, args: &Value) -> String {
         match self {
             Builtin::Servers => servers_table(servers),
@@ -88,6 +123,11 @@ impl Builtin {
                 Ok(h) => restart(h).await,
                 Err(e) => jsonrpc::tool_error_result(&e),
             },
+            b => jsonrpc::tool_error_result(&format!(
+                "'{}' is one of Corral's process tools: it is answered in an agent's session \
+                 of the project's daemon (`corral mcp`), where the processes run",
+                b.name()
+            )),
         }
     }
 }

@@ -47,11 +47,24 @@ pub fn fingerprint<'a>(
 }
 
 impl Catalog {
-    /// Builds the catalog from the servers that are ready now.
+    /// Builds the catalog from the servers that are ready now, without the process tools
+    /// (a gateway with no processes attached: `corral mcp --standalone`, `corral call`
+    /// standalone).
     pub fn build<'a>(
         servers: impl Iterator<Item = &'a ServerHandle>,
         prefix: ToolPrefix,
         builtins: bool,
+    ) -> Catalog {
+        Self::build_with(servers, prefix, builtins, false)
+    }
+
+    /// [`Catalog::build`], with the process tools too when `processes` (the daemon's
+    /// gateway, which runs the project's dev processes).
+    pub fn build_with<'a>(
+        servers: impl Iterator<Item = &'a ServerHandle>,
+        prefix: ToolPrefix,
+        builtins: bool,
+        processes: bool,
     ) -> Catalog {
         let servers: Vec<&ServerHandle> = servers.collect();
         let fingerprint = fingerprint(servers.iter().copied());
@@ -94,16 +107,25 @@ impl Catalog {
             }
         }
         if builtins {
-            for b in Builtin::ALL {
+            let offered = Builtin::ALL.iter().filter(|b| processes || !b.is_process());
+            let mut defs = Vec::new();
+            for b in offered {
                 let mut name = naming::exposed(prefix, "corral", b.name());
                 if routes.contains_key(&name) {
                     name = naming::exposed(ToolPrefix::Always, "corral", b.name());
                 }
                 let mut def = b.definition();
                 def["name"] = Value::String(name.clone());
-                tools.push(def);
+                defs.push(def);
                 builtin_names.push((*b, name.clone()));
                 routes.insert(name, Route::Builtin(*b));
+            }
+            // Descriptions name other built-in tools by the names agents see.
+            for mut def in defs {
+                if let Some(Value::String(d)) = def.get_mut("description") {
+                    *d = fill_names(d, &builtin_names, processes);
+                }
+                tools.push(def);
             }
         }
         let list_json = serde_json::json!({ "tools": tools }).to_string();
@@ -149,10 +171,11 @@ impl Catalog {
         }
     }
 
-    /// The sentence of the `initialize` instructions that says where to look when a tool
-    /// fails, naming tools that exist by the names agents see.
+    /// The sentences of the `initialize` instructions that say where to look when a tool
+    /// fails, and how to run and watch dev processes, naming tools that exist by the names
+    /// agents see.
     pub fn where_to_look(&self) -> String {
-        match (
+        let mut text = match (
             self.builtin_name(Builtin::Servers),
             self.builtin_name(Builtin::ServerLogs),
         ) {
@@ -162,8 +185,53 @@ impl Catalog {
             _ => "If a tool fails, `corral ps` and `corral logs SERVER` (run in the project) \
                   show what broke."
                 .to_owned(),
+        };
+        if self.builtin_name(Builtin::Processes).is_some() {
+            text.push(' ');
+            text.push_str(&fill_names(
+                "Run dev servers, watchers and test runners under Corral instead of in a shell \
+                 you cannot watch: `{process_start}` starts one (a configured name or a \
+                 command), `{processes}` lists them with their state and latest error (a \
+                 traceback's exception and file:line), `{process_output}` shows their \
+                 output, `{process_wait}` waits for a line or a port, and \
+                 `{process_restart}` / `{process_stop}` control them.",
+                &self.builtins,
+                true,
+            ));
         }
+        text
     }
+}
+
+/// `text` with each `{NAME}` of a built-in tool replaced by the name agents see for it;
+/// a sentence that names a process tool is dropped when the process tools are not
+/// offered (`processes` false), so no description points at a tool that is not there.
+fn fill_names(text: &str, builtins: &[(Builtin, String)], processes: bool) -> String {
+    let mut out = text.to_owned();
+    if !processes
+        && Builtin::ALL
+            .iter()
+            .any(|b| b.is_process() && text.contains(&format!("{{{}}}", b.name())))
+    {
+        out = out
+            .split_inclusive(". ")
+            .filter(|s| {
+                !Builtin::ALL
+                    .iter()
+                    .any(|b| b.is_process() && s.contains(&format!("{{{}}}", b.name())))
+            })
+            .collect::<String>()
+            .trim_end()
+            .to_owned();
+    }
+    for b in Builtin::ALL {
+        let shown = builtins
+            .iter()
+            .find(|(x, _)| x == b)
+            .map_or(b.name(), |(_, n)| n.as_str());
+        out = out.replace(&format!("{{{}}}", b.name()), shown);
+    }
+    out
 }
 
 /// One server's tools for listings (`corral tools`): each tool object as the server sent

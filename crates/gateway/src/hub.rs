@@ -2,6 +2,7 @@
 //! resources and prompts, and the bookkeeping that lets messages flow back to the right
 //! session (progress tokens, server→client requests, subscriptions).
 
+use crate::builtin::Builtin;
 use crate::catalog::Catalog;
 use crate::jsonrpc;
 use crate::session::{Session, SessionShared};
@@ -69,7 +70,15 @@ pub struct Hub {
     pub(crate) prompt_routes: Mutex<HashMap<String, (String, String)>>,
     /// The project's dev processes, when this gateway fronts them too
     /// ([`Hub::attach_processes`]).
-    processes: std::sync::OnceLock<corral_supervisor::Processes>,
+    processes: std::sync::OnceLock<ProcessTools>,
+}
+
+/// What the process tools work on.
+struct ProcessTools {
+    processes: corral_supervisor::Processes,
+    /// The project root: an ad-hoc process's `cwd` is relative to it, and alert
+    /// locations are shown relative to it.
+    root: std::path::PathBuf,
 }
 
 impl Hub {
@@ -128,15 +137,40 @@ impl Hub {
         hub
     }
 
-    /// Lets agents see and run the project's dev processes (the process tools). Set
-    /// once, after start; a second call is ignored.
-    pub fn attach_processes(&self, processes: corral_supervisor::Processes) {
-        let _ = self.processes.set(processes);
+    /// Lets agents see and run the project's dev processes (the process tools, listed
+    /// from now on); `root` is the project root. Set once, after start; a second call is
+    /// ignored.
+    pub fn attach_processes(
+        &self,
+        processes: corral_supervisor::Processes,
+        root: std::path::PathBuf,
+    ) {
+        if self.processes.set(ProcessTools { processes, root }).is_ok() {
+            self.rebuild();
+        }
     }
 
     /// The dev processes, when attached.
     pub fn processes(&self) -> Option<&corral_supervisor::Processes> {
-        self.processes.get()
+        self.processes.get().map(|p| &p.processes)
+    }
+
+    /// Runs built-in tool `b` (what `tools/call` of a [`crate::catalog::Route::Builtin`]
+    /// does): the process tools with the attached processes, the others as
+    /// [`Builtin::call`].
+    pub async fn call_builtin(&self, b: Builtin, args: &Value) -> String {
+        match (b.is_process(), self.processes.get()) {
+            (true, Some(p)) => {
+                let ctx = crate::procs::Ctx {
+                    processes: &p.processes,
+                    root: &p.root,
+                    catalog: &self.catalog(),
+                    servers: &self.servers(),
+                };
+                crate::procs::call(b, &ctx, args).await
+            }
+            _ => b.call(&self.servers(), args).await,
+        }
     }
 
     /// A new agent session writing through `out`; `transport` (`stdio`, `http`) names
@@ -256,10 +290,11 @@ impl Hub {
 
     /// Rebuilds the catalog; tells every session when the tool list changed.
     pub(crate) fn rebuild(&self) {
-        let next = Catalog::build(
+        let next = Catalog::build_with(
             self.servers().values(),
             self.opts.tool_prefix,
             self.opts.builtin_tools,
+            self.processes.get().is_some(),
         );
         let changed = {
             let mut cur = self.catalog.write().unwrap();

@@ -35,6 +35,7 @@ pub mod httpd;
 mod hub;
 pub mod jsonrpc;
 pub mod naming;
+pub mod procs;
 mod session;
 pub mod stdio;
 

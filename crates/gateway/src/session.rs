@@ -409,7 +409,7 @@ impl Session {
                     .arguments
                     .and_then(|a| serde_json::from_str(a.get()).ok())
                     .unwrap_or(Value::Null);
-                let result = b.call(&self.hub.servers(), &args).await;
+                let result = self.hub.call_builtin(*b, &args).await;
                 return jsonrpc::result(id, &result);
             }
             None => return self.unknown_tool(id, name),
