@@ -461,25 +461,23 @@ fn ad_hoc_processes_and_waits() {
     );
 }
 
-/// A gateway without processes (`corral mcp --standalone`) does not offer the tools it
-/// could not answer, nor mention them.
+/// `corral mcp --standalone` runs the config's processes in its own process, and its
+/// gateway offers the process tools over them as the daemon's does.
 #[test]
-fn standalone_gateway_offers_no_process_tools() {
+fn the_standalone_gateway_offers_the_process_tools_over_its_own_processes() {
     let p = Project::new(TICKER);
     let mut agent = McpClient::start(&p);
     let tools = agent.tool_names();
-    assert!(tools.iter().any(|t| t == "corral__servers"), "{tools:?}");
-    assert!(!tools.iter().any(|t| t.contains("process")), "{tools:?}");
-    let r = agent.request("tools/list", json!({}));
-    let servers = r["result"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "corral__servers")
-        .unwrap()
-        .clone();
-    let d = servers["description"].as_str().unwrap();
-    assert!(d.ends_with("Start here when a tool fails."), "{d}");
+    for t in [
+        "corral__servers",
+        "corral__processes",
+        "corral__process_output",
+    ] {
+        assert!(tools.iter().any(|n| n == t), "{t}: {tools:?}");
+    }
     let instructions = agent.init["instructions"].as_str().unwrap();
-    assert!(!instructions.contains("process"), "{instructions}");
+    assert!(instructions.contains("corral__processes"), "{instructions}");
+    let listed = processes(&mut agent);
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0]["name"], "ticker", "{listed:?}");
 }

@@ -189,6 +189,8 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         builtin_tools: cfg.gateway.builtin_tools,
     };
     let hub = Hub::start(handles, opts, bus, Some(req_rx), Some(hook));
+    // The agent sees and runs the dev processes here as through the daemon.
+    hub.attach_processes(run.supervisor.processes().clone(), cfg.root.clone());
     let (input, output) = corral_gateway::fdio::stdio();
     tokio::select! {
         _ = corral_gateway::stdio::serve(hub, input, output) => {}
