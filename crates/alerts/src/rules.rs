@@ -562,6 +562,19 @@ impl AlertRules {
         &self.limits
     }
 
+    /// Where in `text` (many lines, raw output) the first line that could start an alert
+    /// is: the offset of the first literal of any built-in rule, or 0 when the user has
+    /// patterns (regexes without literals: every line is a candidate). `None`: no line
+    /// of `text` can start an alert, so a caller with no group open may skip them all
+    /// (lines are matched after ANSI escapes are removed: a literal split by an escape
+    /// sequence is not found here, the one thing a chunk-wide search misses).
+    pub fn next_candidate(&self, text: &[u8]) -> Option<usize> {
+        if self.user_set.is_some() {
+            return Some(0);
+        }
+        self.prefilter.find(text).map(|m| m.start())
+    }
+
     /// The prefilter's literals, for the benchmark's comparison of prefilters.
     #[doc(hidden)]
     pub fn literals(&self) -> &[&'static str] {

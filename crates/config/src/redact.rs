@@ -176,9 +176,60 @@ enum Hit {
     },
 }
 
+/// Every credential shape contains one of these, as written (`Bearer`, in any case,
+/// contains one of the 32 spellings of `earer`, added by [`may_hold_a_shape`]). Most
+/// lines contain none: one SIMD pass (case-sensitive, so the packed searcher applies)
+/// tells, and the byte-by-byte scan is skipped.
+const SHAPE_LITERALS: &[&str] = &[
+    "sk-",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "xoxa-",
+    "xoxb-",
+    "xoxp-",
+    "xoxr-",
+    "xoxs-",
+    "AKIA",
+    "ASIA",
+    "-----BEGIN ",
+];
+
+fn may_hold_a_shape(line: &str) -> bool {
+    static FINDER: std::sync::LazyLock<aho_corasick::AhoCorasick> =
+        std::sync::LazyLock::new(|| {
+            let mut literals: Vec<String> = SHAPE_LITERALS.iter().map(|s| s.to_string()).collect();
+            for mask in 0..32u32 {
+                let earer: String = "earer"
+                    .chars()
+                    .enumerate()
+                    .map(|(i, c)| {
+                        if mask & (1 << i) != 0 {
+                            c.to_ascii_uppercase()
+                        } else {
+                            c
+                        }
+                    })
+                    .collect();
+                literals.push(earer);
+            }
+            aho_corasick::AhoCorasick::builder()
+                .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+                .build(literals)
+                .expect("the shape literals build")
+        });
+    FINDER.is_match(line)
+}
+
 /// The credential shapes in `line`: the redacted line if any matched, and whether a
 /// private key block was left open at its end.
 fn scan(line: &str) -> (Option<String>, bool) {
+    if !may_hold_a_shape(line) {
+        return (None, false);
+    }
     let b = line.as_bytes();
     let mut out: Option<String> = None;
     let mut copied = 0;

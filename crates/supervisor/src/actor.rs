@@ -297,17 +297,14 @@ impl Unit {
     }
 
     /// A tap to the alert scanner for one of this run's output streams, when alerts
-    /// are on; the scanning task belongs to the run.
+    /// are on.
     pub(crate) fn alert_tap(
         &self,
-        inst: &mut Instance,
         stream: corral_alerts::Stream,
         redactor: corral_config::redact::Redactor,
     ) -> Option<crate::alerts::Tap> {
         let alerts = self.alerts.as_ref()?;
-        let (tap, scanning) = alerts.tap(&self.source(), stream, redactor, crate::stderr::MAX_LINE);
-        inst.drain(scanning);
-        Some(tap)
+        Some(alerts.tap(&self.source(), stream, redactor, crate::stderr::MAX_LINE))
     }
 
     pub(crate) fn emit(&self, ev: Event) {

@@ -2,48 +2,74 @@
 //! of an MCP server's stderr also goes through an alert scanner ([`corral_alerts`]).
 //!
 //! Scanning never slows the drain: the drain hands each chunk it read to a [`Tap`] (one
-//! copy, no per-line work) and goes on; a scanning task per stream splits the chunks
-//! into lines, redacts them as the drain does, and feeds its own [`Scanner`] (a stderr
-//! traceback cannot mix with stdout lines). The queue between them is bounded: a
-//! scanner that falls behind a flood loses chunks rather than holding up the drain, and
-//! says how much it skipped (an open group is closed at the gap, not stitched across
-//! it). The log behind [`Alerts`] deduplicates: a new alert becomes one `alert` event; a
-//! repeat within the window only raises the count of the one already listed.
+//! copy, no per-line work, never a wait) and goes on. One scanning thread per project
+//! (a thread, not a task: it must run beside the drains, on another core, not after
+//! them on the same worker) splits the chunks into lines and feeds each stream's own
+//! [`Scanner`] (a stderr traceback cannot mix with stdout lines). It reads the raw text
+//! and redacts only what an alert quotes. The queue to it is bounded: a scanner that
+//! falls behind a flood loses chunks rather than holding up a drain, and says so once
+//! per stream (an open group is closed at the gap, not stitched across it). The log
+//! behind [`Alerts`] deduplicates: a new alert becomes one `alert` event; a repeat
+//! within the window only raises the count of the one already listed.
 
 use corral_alerts::{Alert, AlertLog, AlertQuery, AlertRules, Recorded, Scanner, Stream};
 use corral_config::redact::Redactor;
 use corral_events::{Event, EventBus, Kind, Source};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::SystemTime;
-use tokio::sync::mpsc;
+use std::time::{Duration, SystemTime};
 
-/// Chunks a scanner may be behind its drain (each at most the drain's 64 KiB read).
-const QUEUE_CHUNKS: usize = 64;
+/// Chunks the scanning thread may be behind all drains together (each chunk at most a
+/// drain's 64 KiB read).
+const QUEUE_CHUNKS: usize = 256;
 
-/// The project's alert rules and the log of what they found.
+/// The project's alert rules, the log of what they found, and the scanning thread.
 pub struct Alerts {
     rules: Arc<AlertRules>,
+    store: Arc<Store>,
+    tx: std_mpsc::SyncSender<Msg>,
+    next_stream: AtomicU64,
+}
+
+/// What the scanning thread reports to: the log and the bus.
+struct Store {
     log: Mutex<AlertLog>,
     bus: EventBus,
 }
 
 impl Alerts {
     /// Alerts by `settings` (the `[alerts]` table), reported on `bus`. An error names the
-    /// pattern or id that is wrong.
+    /// pattern or id that is wrong. Starts the scanning thread, which ends once this and
+    /// every tap are gone.
     pub fn new(
         settings: &corral_config::AlertSettings,
         bus: EventBus,
     ) -> Result<Arc<Alerts>, String> {
-        Ok(Arc::new(Alerts {
-            rules: Arc::new(AlertRules::with_config(settings)?),
+        let rules = Arc::new(AlertRules::with_config(settings)?);
+        let store = Arc::new(Store {
             log: Mutex::new(AlertLog::from_settings(settings)),
             bus,
+        });
+        let (tx, rx) = std_mpsc::sync_channel(QUEUE_CHUNKS);
+        let idle = rules.limits().group_idle;
+        let (thread_store, thread_rules) = (store.clone(), rules.clone());
+        std::thread::Builder::new()
+            .name("corral-alerts".into())
+            .spawn(move || scan_thread(rx, thread_store, thread_rules, idle))
+            .map_err(|e| format!("cannot start the alert scanning thread: {e}"))?;
+        Ok(Arc::new(Alerts {
+            rules,
+            store,
+            tx,
+            next_stream: AtomicU64::new(1),
         }))
     }
 
     /// What the log holds that `query` asks for, oldest first.
     pub fn query(&self, query: &AlertQuery) -> Vec<Alert> {
-        self.log.lock().unwrap().query(query)
+        self.store.log.lock().unwrap().query(query)
     }
 
     /// The newest alert of `source` (`process:web`), if any.
@@ -56,37 +82,41 @@ impl Alerts {
         self.query(&query).pop()
     }
 
-    /// A tap for one output stream of `source`, and the scanning task the caller runs
-    /// for as long as the stream (it ends when the tap is dropped).
+    /// A tap for one output stream of `source`; the stream is scanned until the tap is
+    /// dropped.
     pub(crate) fn tap(
         self: &Arc<Self>,
         source: &Source,
         stream: Stream,
         redactor: Redactor,
         max_line: usize,
-    ) -> (Tap, impl Future<Output = ()> + Send + 'static) {
-        let (tx, rx) = mpsc::channel(QUEUE_CHUNKS);
-        let scanning = scan(
-            rx,
-            Scanner::new(self.rules.clone(), source.to_string()),
+    ) -> Tap {
+        let id = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        let open = Msg::Open {
+            id,
+            scanner: Box::new(Scanner::new(self.rules.clone(), source.to_string())),
             stream,
             redactor,
             max_line,
-            self.clone(),
-        );
-        (
-            Tap {
-                tx,
-                skipped: 0,
-                source: source.to_string(),
-                alerts: self.clone(),
-                reported: false,
-            },
-            scanning,
-        )
+        };
+        // Waits if the queue is full: an open is rare, and must not be lost.
+        let _ = self.tx.send(open);
+        Tap {
+            id,
+            tx: self.tx.clone(),
+            skipped: 0,
+            source: source.to_string(),
+            store: self.store.clone(),
+            reported: false,
+        }
     }
+}
 
+impl Store {
     fn record(&self, found: &mut Vec<Alert>) {
+        if found.is_empty() {
+            return;
+        }
         let mut new = Vec::new();
         {
             let mut log = self.log.lock().unwrap();
@@ -102,20 +132,29 @@ impl Alerts {
     }
 }
 
-/// What a drain hands to its scanner.
-enum Chunk {
-    Data(Vec<u8>, SystemTime),
-    /// Chunks were dropped here: what was open cannot be finished.
-    Gap,
+/// What a drain tells the scanning thread.
+enum Msg {
+    Open {
+        id: u64,
+        scanner: Box<Scanner>,
+        stream: Stream,
+        redactor: Redactor,
+        max_line: usize,
+    },
+    Data(u64, Vec<u8>, SystemTime),
+    /// Chunks of this stream were dropped here: what was open cannot be finished.
+    Gap(u64),
+    Close(u64),
 }
 
-/// A drain's end of the queue to its scanner.
+/// A drain's end of the queue to the scanning thread.
 pub(crate) struct Tap {
-    tx: mpsc::Sender<Chunk>,
+    id: u64,
+    tx: std_mpsc::SyncSender<Msg>,
     /// Bytes dropped since the last chunk that went through.
     skipped: u64,
     source: String,
-    alerts: Arc<Alerts>,
+    store: Arc<Store>,
     reported: bool,
 }
 
@@ -123,94 +162,161 @@ impl Tap {
     /// Queues a copy of `bytes` (just read) for scanning; never waits.
     pub(crate) fn chunk(&mut self, bytes: &[u8]) {
         if self.skipped > 0 {
-            if self.tx.try_send(Chunk::Gap).is_err() {
+            if self.tx.try_send(Msg::Gap(self.id)).is_err() {
                 self.skipped += bytes.len() as u64;
                 return;
             }
             self.skipped = 0;
         }
-        let chunk = Chunk::Data(bytes.to_vec(), SystemTime::now());
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.tx.try_send(chunk) {
+        let msg = Msg::Data(self.id, bytes.to_vec(), SystemTime::now());
+        if let Err(std_mpsc::TrySendError::Full(_)) = self.tx.try_send(msg) {
             self.skipped += bytes.len() as u64;
             if !self.reported {
                 // Once per stream: a flood faster than the scanner is worth knowing
                 // about (a warning among the alerts), not worth one per chunk.
                 self.reported = true;
-                let rule = "corral.scan_skipped";
-                let message = "output arrives faster than the alert scanner reads it; \
-                    some of it was not scanned";
-                let now = SystemTime::now();
-                let alert = Alert {
-                    id: corral_alerts::alert_id(&self.source, rule, message, None),
-                    source: self.source.clone(),
-                    rule: rule.to_owned(),
-                    category: "corral".to_owned(),
-                    severity: corral_alerts::Severity::Warning,
-                    message: message.to_owned(),
-                    location: None,
-                    lines: Vec::new(),
-                    stream: Stream::Stdout,
-                    count: 1,
-                    first_seen: now,
-                    last_seen: now,
-                };
-                self.alerts.record(&mut vec![alert]);
+                self.store.record(&mut vec![skipped_alert(&self.source)]);
             }
         }
     }
 }
 
-/// The scanning task of one stream: lines out of chunks, scanned as they are (a line
-/// is borrowed from its chunk, not copied, unless it spans two), an open group
-/// completed when the stream goes quiet, at a gap and at the end. Only what an alert
-/// quotes is redacted: the scanner reads the raw text, nothing of it leaves unredacted.
-async fn scan(
-    mut rx: mpsc::Receiver<Chunk>,
-    mut scanner: Scanner,
+impl Drop for Tap {
+    /// The stream ended: its scanner completes what is open. Waits if the queue is full
+    /// (briefly: the thread empties it at hundreds of MiB/s), since a lost close would
+    /// leave the stream's state behind.
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Close(self.id));
+    }
+}
+
+fn skipped_alert(source: &str) -> Alert {
+    let rule = "corral.scan_skipped";
+    let message =
+        "output arrives faster than the alert scanner reads it; some of it was not scanned";
+    let now = SystemTime::now();
+    Alert {
+        id: corral_alerts::alert_id(source, rule, message, None),
+        source: source.to_owned(),
+        rule: rule.to_owned(),
+        category: "corral".to_owned(),
+        severity: corral_alerts::Severity::Warning,
+        message: message.to_owned(),
+        location: None,
+        lines: Vec::new(),
+        stream: Stream::Stdout,
+        count: 1,
+        first_seen: now,
+        last_seen: now,
+    }
+}
+
+/// One stream, as the scanning thread keeps it.
+struct Scanned {
+    scanner: Box<Scanner>,
+    lines: Lines,
     stream: Stream,
-    mut redactor: Redactor,
-    max_line: usize,
-    alerts: Arc<Alerts>,
+    redactor: Redactor,
+}
+
+impl Scanned {
+    fn finish(&mut self, found: &mut Vec<Alert>) {
+        let (scanner, stream) = (&mut self.scanner, self.stream);
+        self.lines
+            .finish(|line| scanner.feed(line, stream, SystemTime::now(), found));
+        self.scanner.finish(found);
+    }
+}
+
+/// The scanning thread: lines out of chunks, scanned as they are (a line is borrowed
+/// from its chunk, not copied, unless it spans two); an open group is completed when
+/// its stream goes quiet, at a gap and at the end. Only what an alert quotes is
+/// redacted: the scanner reads the raw text, nothing of it leaves unredacted.
+fn scan_thread(
+    rx: std_mpsc::Receiver<Msg>,
+    store: Arc<Store>,
+    rules: Arc<AlertRules>,
+    idle: Duration,
 ) {
-    let mut lines = Lines::new(max_line);
+    let mut streams: HashMap<u64, Scanned> = HashMap::new();
     let mut found = Vec::new();
-    let idle = alerts.rules.limits().group_idle;
-    let report = |found: &mut Vec<Alert>, redactor: &mut Redactor| {
-        if !found.is_empty() {
-            for a in found.iter_mut() {
-                redact(a, redactor);
-            }
-            alerts.record(found);
-        }
-    };
     loop {
-        let next = if scanner.pending() {
-            match tokio::time::timeout(idle, rx.recv()).await {
-                Ok(next) => next,
-                Err(_) => {
-                    scanner.tick(SystemTime::now(), &mut found);
-                    report(&mut found, &mut redactor);
+        let pending = streams.values().any(|s| s.scanner.pending());
+        let msg = if pending {
+            match rx.recv_timeout(idle) {
+                Ok(msg) => msg,
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                    for s in streams.values_mut() {
+                        let before = found.len();
+                        s.scanner.tick(SystemTime::now(), &mut found);
+                        redact_all(&mut found[before..], &mut s.redactor);
+                    }
+                    store.record(&mut found);
                     continue;
                 }
+                Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
             }
         } else {
-            rx.recv().await
+            match rx.recv() {
+                Ok(msg) => msg,
+                Err(_) => return,
+            }
         };
-        match next {
-            Some(Chunk::Data(bytes, at)) => {
-                lines.split(&bytes, |line| scanner.feed(line, stream, at, &mut found));
+        let id = match msg {
+            Msg::Open {
+                id,
+                scanner,
+                stream,
+                redactor,
+                max_line,
+            } => {
+                streams.insert(
+                    id,
+                    Scanned {
+                        scanner,
+                        lines: Lines::new(max_line),
+                        stream,
+                        redactor,
+                    },
+                );
+                continue;
             }
-            Some(Chunk::Gap) => {
-                lines = Lines::new(max_line);
-                scanner.finish(&mut found);
+            Msg::Data(id, bytes, at) => {
+                if let Some(s) = streams.get_mut(&id) {
+                    s.lines
+                        .scan(&bytes, &rules, &mut s.scanner, s.stream, at, &mut found);
+                }
+                id
             }
-            None => break,
+            Msg::Gap(id) => {
+                if let Some(s) = streams.get_mut(&id) {
+                    s.lines = Lines::new(s.lines.max_line);
+                    s.scanner.finish(&mut found);
+                }
+                id
+            }
+            Msg::Close(id) => {
+                if let Some(mut s) = streams.remove(&id) {
+                    s.finish(&mut found);
+                    redact_all(&mut found, &mut s.redactor);
+                    store.record(&mut found);
+                }
+                continue;
+            }
+        };
+        if !found.is_empty() {
+            if let Some(s) = streams.get_mut(&id) {
+                redact_all(&mut found, &mut s.redactor);
+            }
+            store.record(&mut found);
         }
-        report(&mut found, &mut redactor);
     }
-    lines.finish(|line| scanner.feed(line, stream, SystemTime::now(), &mut found));
-    scanner.finish(&mut found);
-    report(&mut found, &mut redactor);
+}
+
+fn redact_all(found: &mut [Alert], redactor: &mut Redactor) {
+    for a in found {
+        redact(a, redactor);
+    }
 }
 
 /// What an alert quotes of the output, redacted like the output itself.
@@ -245,19 +351,59 @@ impl Lines {
         }
     }
 
-    fn split(&mut self, mut chunk: &[u8], mut emit: impl FnMut(&str)) {
-        while let Some(end) = memchr::memchr(b'\n', chunk) {
-            let line = &chunk[..end];
+    /// Like [`Lines::split`], but while `scanner` has no group open, whole runs of lines
+    /// that contain no rule's literal are skipped with one search over the chunk (they
+    /// cannot start an alert), so an ordinary flood costs a pass of the prefilter, not
+    /// a call per line.
+    fn scan(
+        &mut self,
+        mut chunk: &[u8],
+        rules: &AlertRules,
+        scanner: &mut Scanner,
+        stream: Stream,
+        at: SystemTime,
+        found: &mut Vec<Alert>,
+    ) {
+        // A line carried over from the last chunk is fed whole.
+        if !self.carry.is_empty() {
+            let Some(end) = memchr::memchr(b'\n', chunk) else {
+                self.take(chunk);
+                return;
+            };
+            self.take(&chunk[..end]);
+            scanner.feed(&text(&self.carry), stream, at, found);
+            self.carry.clear();
             chunk = &chunk[end + 1..];
-            if self.carry.is_empty() {
-                emit(&text(&line[..line.len().min(self.max_line)]));
-            } else {
-                self.take(line);
-                emit(&text(&self.carry));
-                self.carry.clear();
-            }
         }
-        self.take(chunk);
+        loop {
+            if !scanner.pending() {
+                match rules.next_candidate(chunk) {
+                    Some(at_hit) => {
+                        let start = memchr::memrchr(b'\n', &chunk[..at_hit]).map_or(0, |i| i + 1);
+                        chunk = &chunk[start..];
+                    }
+                    None => {
+                        // Nothing here starts an alert; the unfinished last line may
+                        // still, with what comes next.
+                        let start = memchr::memrchr(b'\n', chunk).map_or(0, |i| i + 1);
+                        self.take(&chunk[start..]);
+                        return;
+                    }
+                }
+            }
+            let Some(end) = memchr::memchr(b'\n', chunk) else {
+                self.take(chunk);
+                return;
+            };
+            let line = &chunk[..end];
+            scanner.feed(
+                &text(&line[..line.len().min(self.max_line)]),
+                stream,
+                at,
+                found,
+            );
+            chunk = &chunk[end + 1..];
+        }
     }
 
     fn take(&mut self, bytes: &[u8]) {
@@ -277,7 +423,10 @@ impl Lines {
 /// A line as text: borrowed when it is UTF-8 (a cut in the middle of a character
 /// included: the cut part is replaced).
 fn text(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(bytes)
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
 }
 
 /// The `alert` event of a new alert.
@@ -300,4 +449,86 @@ fn event(a: &Alert) -> Event {
         ev = ev.with("location", loc.to_string());
     }
     ev
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = concat!(
+        "GET /health 200\n",
+        "INFO ready\n",
+        "Traceback (most recent call last):\n",
+        "  File \"/srv/app.py\", line 7, in <module>\n",
+        "    main()\n",
+        "  File \"/srv/app.py\", line 4, in main\n",
+        "    raise ValueError(\"bad config\")\n",
+        "ValueError: bad config\n",
+        "GET /users 200\n",
+    );
+
+    /// Every cut of the log into two chunks finds the one traceback, with its message
+    /// and location, however the lines fall across the cut.
+    #[test]
+    fn a_traceback_is_found_wherever_the_chunks_are_cut() {
+        let rules = Arc::new(AlertRules::defaults());
+        for cut in 0..=LOG.len() {
+            let mut scanner = Scanner::new(rules.clone(), "process:t");
+            let mut lines = Lines::new(8192);
+            let mut found = Vec::new();
+            let now = SystemTime::now();
+            let (a, b) = LOG.as_bytes().split_at(cut);
+            lines.scan(a, &rules, &mut scanner, Stream::Stderr, now, &mut found);
+            lines.scan(b, &rules, &mut scanner, Stream::Stderr, now, &mut found);
+            lines.finish(|line| scanner.feed(line, Stream::Stderr, now, &mut found));
+            scanner.finish(&mut found);
+            let tracebacks: Vec<_> = found
+                .iter()
+                .filter(|a| a.rule == "python.traceback")
+                .collect();
+            assert_eq!(tracebacks.len(), 1, "cut at {cut}: {found:#?}");
+            assert_eq!(
+                tracebacks[0].message, "ValueError: bad config",
+                "cut at {cut}"
+            );
+            assert_eq!(
+                tracebacks[0]
+                    .location
+                    .as_ref()
+                    .map(|l| l.to_string())
+                    .as_deref(),
+                Some("/srv/app.py:4"),
+                "cut at {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_scanning_thread_reports_a_new_alert_once_redacted_and_counts_repeats() {
+        let bus = EventBus::new(64);
+        let mut events = bus.subscribe();
+        let alerts = Alerts::new(&Default::default(), bus).unwrap();
+        let secret = "hunter2-secret".to_owned();
+        let mut tap = alerts.tap(
+            &Source::Process("t".into()),
+            Stream::Stderr,
+            Redactor::new([&secret]),
+            8192,
+        );
+        let line = b"ERROR db: login failed for hunter2-secret\n";
+        tap.chunk(line);
+        tap.chunk(line);
+        drop(tap);
+        let ev = events.blocking_recv().unwrap();
+        assert_eq!(ev.kind, "alert");
+        assert_eq!(ev.source, "process:t");
+        let message = ev.data["message"].as_str().unwrap();
+        assert!(message.ends_with("login failed for ***"), "{message}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while alerts.latest("process:t").is_none_or(|a| a.count < 2) {
+            assert!(std::time::Instant::now() < deadline, "no repeat counted");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(events.try_recv().is_err(), "a repeat is not a second event");
+    }
 }

@@ -192,6 +192,40 @@ impl OutputRing {
         seq
     }
 
+    /// Appends the lines of one read at once, all stamped `time`: one lock, one wake-up
+    /// (the drain's way; [`OutputRing::push`] costs both per line).
+    pub fn push_batch(&self, run: u32, stream: Stream, lines: &mut Vec<String>, time: SystemTime) {
+        if lines.is_empty() {
+            return;
+        }
+        let seq = {
+            let mut state = self.inner.state.lock().unwrap();
+            for mut text in lines.drain(..) {
+                if text.len() > MAX_LINE {
+                    text.truncate(floor_char_boundary(&text, MAX_LINE));
+                    text.push_str(TRUNCATION_MARKER);
+                }
+                let seq = state.next_seq;
+                state.next_seq += 1;
+                state.bytes += text.len() + LINE_OVERHEAD;
+                state.lines.push_back(OutputLine {
+                    seq,
+                    run,
+                    stream,
+                    time,
+                    text,
+                });
+            }
+            while state.bytes > state.capacity && state.lines.len() > 1 {
+                let old = state.lines.pop_front().expect("more than one line");
+                state.bytes -= old.text.len() + LINE_OVERHEAD;
+                state.evicted += 1;
+            }
+            state.next_seq - 1
+        };
+        self.inner.latest.send_replace(seq);
+    }
+
     /// The lines `query` asks for, oldest first.
     pub fn query(&self, query: &Query) -> Vec<OutputLine> {
         let state = self.inner.state.lock().unwrap();

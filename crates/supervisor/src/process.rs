@@ -146,7 +146,7 @@ impl Role for Shared {
     fn attach(self: &Arc<Self>, inst: &mut Instance) -> ProcessRun {
         let run = self.unit.life.borrow().runs;
         let prefix = format!("[process:{}] ", self.unit.name);
-        let sink = |inst: &mut Instance, stream| {
+        let sink = |stream| {
             let scanned = match stream {
                 Stream::Stderr => corral_alerts::Stream::Stderr,
                 Stream::Stdout | Stream::Pty => corral_alerts::Stream::Stdout,
@@ -158,20 +158,21 @@ impl Role for Shared {
                 redactor: self.redactor(),
                 console: self.unit.console.clone(),
                 prefix: prefix.clone(),
-                alerts: self.unit.alert_tap(inst, scanned, self.redactor()),
+                alerts: self.unit.alert_tap(scanned, self.redactor()),
+                batch: Vec::new(),
             }
         };
         match self.pty.lock().unwrap().take() {
             Some(out) => {
-                let sink = sink(inst, Stream::Pty);
+                let sink = sink(Stream::Pty);
                 inst.drain(drain(out, sink));
             }
             None => {
                 let stdout = inst.take_stdout().expect("stdout piped");
                 let stderr = inst.take_stderr().expect("stderr piped");
-                let out_sink = sink(inst, Stream::Stdout);
+                let out_sink = sink(Stream::Stdout);
                 inst.drain(drain(stdout, out_sink));
-                let err_sink = sink(inst, Stream::Stderr);
+                let err_sink = sink(Stream::Stderr);
                 inst.drain(drain(stderr, err_sink));
             }
         }
@@ -200,6 +201,8 @@ struct OutputSink {
     console: Option<Console>,
     prefix: String,
     alerts: Option<crate::alerts::Tap>,
+    /// The lines of the current read, for the ring.
+    batch: Vec<String>,
 }
 
 impl LineSink for OutputSink {
@@ -214,7 +217,7 @@ impl LineSink for OutputSink {
         if let Some(console) = &self.console {
             console.dim_line(&self.prefix, &line);
         }
-        self.shared.ring.push(self.run, self.stream, line);
+        self.batch.push(line);
     }
 
     fn chunk(&mut self, bytes: &[u8]) {
@@ -223,7 +226,12 @@ impl LineSink for OutputSink {
         }
     }
 
+    /// The read's lines go into the ring together, and the log is flushed once.
     fn read_done(&mut self) {
+        let now = SystemTime::now();
+        self.shared
+            .ring
+            .push_batch(self.run, self.stream, &mut self.batch, now);
         if let Some(log) = self.shared.unit.log.lock().unwrap().as_mut() {
             log.flush();
         }

@@ -213,7 +213,7 @@ impl Role for Shared {
         let stderr = inst.take_stderr().expect("stderr piped");
         let alerts = self
             .unit
-            .alert_tap(inst, corral_alerts::Stream::Stderr, self.cfg.redactor());
+            .alert_tap(corral_alerts::Stream::Stderr, self.cfg.redactor());
         inst.drain(stderr::drain(
             stderr,
             StderrSinks {
