@@ -455,6 +455,12 @@ mod tests {
             ("slack xoxb-123456789012-abcdefABCDEF", "slack xoxb-***"),
             ("xoxp-1234-5678-abcdef", "xoxp-***"),
             ("id=AKIAIOSFODNN7EXAMPLE;", "id=AKIA***;"),
+            // Any case of Bearer passes the literal prefilter (its 32 spellings of `earer`).
+            ("auth: bEaReR abcd1234efgh", "auth: bEaReR ***"),
+            (
+                "AUTHORIZATION: BEARER abcd1234efgh",
+                "AUTHORIZATION: BEARER ***",
+            ),
             ("ASIAY34FZKBOKMUTVV7A", "ASIA***"),
             (
                 "two: sk-abcdefghijklmnopqrstuvwx1234 and ghp_0123456789abcdefghijABCDEFGHIJ012345",
