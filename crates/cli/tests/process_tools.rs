@@ -369,17 +369,17 @@ fn ad_hoc_processes_and_waits() {
         "{}",
         text(&r)
     );
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    // Reserved (bound, not listening) for the test's life; listen.py binds it with
+    // SO_REUSEPORT once it starts listening.
+    let reserved = common::port::reserve_port();
+    let port = reserved.port;
     p.write(
         "listen.py",
         &format!(
             "import os, socket, time\n\
              while not os.path.exists('go'):\n    time.sleep(0.05)\n\
              s = socket.socket()\n\
-             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n\
              s.bind(('127.0.0.1', {port}))\n\
              s.listen()\n\
              print('listening', flush=True)\n\

@@ -112,19 +112,17 @@ restart = "never"
 
 #[tokio::test]
 async fn a_tcp_readiness_check_waits_for_the_port_to_accept() {
-    // A free port: bound, noted, released. The process binds it after a while.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // Reserved (bound, not listening) for the test's life; the process binds it after a
+    // while, with SO_REUSEPORT.
+    let reserved = common::port::reserve_port();
+    let port = reserved.port;
     let mut h = Harness::start_toml(&format!(
         r#"
 [processes.api]
 command = ["python3", "-c", '''
 import socket, time
 time.sleep(0.3)
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
 s.bind(("127.0.0.1", {port})); s.listen()
 print("bound", flush=True)
 time.sleep(60)

@@ -312,3 +312,5 @@ pub fn listed_names_round_trip(p: &Project, extra: &[&str]) {
 
 pub mod http;
 pub mod mcp;
+#[path = "../../../supervisor/tests/common/port.rs"]
+pub mod port;

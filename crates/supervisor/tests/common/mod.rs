@@ -2,6 +2,8 @@
 //! deadline-bounded waits. Nothing here sleeps except while polling a condition.
 #![allow(dead_code)]
 
+pub mod port;
+
 use corral_config::{CrashLoop, RestartPolicy, ServerConfig, ToolFilter, Transport};
 use corral_events::{Event, EventBus};
 use corral_supervisor::{Supervisor, SupervisorOptions};
