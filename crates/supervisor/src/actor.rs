@@ -393,7 +393,7 @@ pub(crate) enum SpawnFailure {
 }
 
 /// One run of a [`Role`].
-pub(crate) trait Run: Send {
+pub(crate) trait Run: Send + Sync {
     /// Gets the run ready. `Ok` holds the fields of the `*.ready` event.
     fn start(&mut self) -> impl Future<Output = Result<Map<String, Value>, StartError>> + Send;
 
@@ -445,7 +445,7 @@ enum Interrupted<T> {
     Control(Option<Control>),
 }
 
-pub(crate) struct Actor<R: Role> {
+struct Actor<R: Role> {
     role: Arc<R>,
     ctl: mpsc::UnboundedReceiver<Control>,
     cancel: CancellationToken,
@@ -456,11 +456,7 @@ pub(crate) struct Actor<R: Role> {
 }
 
 impl<R: Role> Actor<R> {
-    pub(crate) fn new(
-        role: Arc<R>,
-        ctl: mpsc::UnboundedReceiver<Control>,
-        cancel: CancellationToken,
-    ) -> Self {
+    fn new(role: Arc<R>, ctl: mpsc::UnboundedReceiver<Control>, cancel: CancellationToken) -> Self {
         Actor {
             role,
             ctl,
@@ -479,7 +475,7 @@ impl<R: Role> Actor<R> {
         self.role.phase_changed(phase);
     }
 
-    pub(crate) async fn run(mut self, autostart: bool) {
+    async fn run(mut self, autostart: bool) {
         let mut want = autostart;
         loop {
             if !want && !self.idle().await {
@@ -891,6 +887,20 @@ fn backoff(attempt: u32) -> Duration {
     BACKOFF_MIN
         .saturating_mul(1u32 << attempt.min(6))
         .min(BACKOFF_MAX)
+}
+
+/// Starts the actor of `role`: the mailbox its handle sends to, and the task the
+/// supervisor keeps (and awaits at shutdown).
+pub(crate) fn start<R: Role>(
+    role: Arc<R>,
+    cancel: CancellationToken,
+    autostart: bool,
+) -> (mpsc::UnboundedSender<Control>, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    (
+        tx,
+        tokio::spawn(Actor::new(role, rx, cancel).run(autostart)),
+    )
 }
 
 /// A command to an actor, sent and acknowledged.

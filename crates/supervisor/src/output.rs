@@ -164,39 +164,22 @@ impl OutputRing {
 
     /// Appends one line (cut to [`MAX_LINE`] bytes with a marker), evicting the oldest
     /// beyond the capacity, and wakes the waiters. Returns its sequence number.
-    pub fn push(&self, run: u32, stream: Stream, mut text: String) -> u64 {
-        if text.len() > MAX_LINE {
-            text.truncate(floor_char_boundary(&text, MAX_LINE));
-            text.push_str(TRUNCATION_MARKER);
-        }
-        let seq = {
-            let mut state = self.inner.state.lock().unwrap();
-            let seq = state.next_seq;
-            state.next_seq += 1;
-            state.bytes += text.len() + LINE_OVERHEAD;
-            state.lines.push_back(OutputLine {
-                seq,
-                run,
-                stream,
-                time: SystemTime::now(),
-                text,
-            });
-            while state.bytes > state.capacity && state.lines.len() > 1 {
-                let old = state.lines.pop_front().expect("more than one line");
-                state.bytes -= old.text.len() + LINE_OVERHEAD;
-                state.evicted += 1;
-            }
-            seq
-        };
-        self.inner.latest.send_replace(seq);
-        seq
+    pub fn push(&self, run: u32, stream: Stream, text: String) -> u64 {
+        self.push_batch(run, stream, &mut vec![text], SystemTime::now())
     }
 
     /// Appends the lines of one read at once, all stamped `time`: one lock, one wake-up
     /// (the drain's way; [`OutputRing::push`] costs both per line).
-    pub fn push_batch(&self, run: u32, stream: Stream, lines: &mut Vec<String>, time: SystemTime) {
+    /// Returns the last line's sequence number (the newest one's when `lines` is empty).
+    pub fn push_batch(
+        &self,
+        run: u32,
+        stream: Stream,
+        lines: &mut Vec<String>,
+        time: SystemTime,
+    ) -> u64 {
         if lines.is_empty() {
-            return;
+            return self.latest_seq();
         }
         let seq = {
             let mut state = self.inner.state.lock().unwrap();
@@ -224,6 +207,7 @@ impl OutputRing {
             state.next_seq - 1
         };
         self.inner.latest.send_replace(seq);
+        seq
     }
 
     /// The lines `query` asks for, oldest first.

@@ -23,8 +23,7 @@
 //!   crash; the restart policy still decides what follows.
 
 use crate::actor::{
-    self, Actor, Control, Family, Life, Phase, Policy, Role, Run, SpawnFailure, StartError, State,
-    Unit,
+    self, Control, Family, Life, Phase, Policy, Role, Run, SpawnFailure, StartError, State, Unit,
 };
 use crate::instance::Instance;
 use crate::lines::LineSink;
@@ -69,6 +68,11 @@ struct Shared {
 impl Shared {
     fn redactor(&self) -> Redactor {
         Redactor::new(&self.cfg.secrets)
+    }
+
+    /// The command as events and listings show it: as typed, redacted.
+    fn command_shown(&self) -> String {
+        self.redactor().text(&self.cfg.command.to_string())
     }
 
     /// The lines of the current run, last `n`.
@@ -136,11 +140,8 @@ impl Role for Shared {
     }
 
     fn starting_fields(&self, ev: Event) -> Event {
-        ev.with(
-            "command",
-            Redactor::new(&self.cfg.secrets).text(&self.cfg.command.to_string()),
-        )
-        .with("pty", self.cfg.pty)
+        ev.with("command", self.command_shown())
+            .with("pty", self.cfg.pty)
     }
 
     fn attach(self: &Arc<Self>, inst: &mut Instance) -> ProcessRun {
@@ -327,9 +328,8 @@ impl ProcessHandle {
             deps,
             waiting_for: Mutex::new(None),
         });
-        let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(Actor::new(shared.clone(), rx, cancel).run(autostart));
-        (ProcessHandle { shared, ctl: tx }, task)
+        let (ctl, task) = actor::start(shared.clone(), cancel, autostart);
+        (ProcessHandle { shared, ctl }, task)
     }
 
     pub fn name(&self) -> &str {
@@ -442,7 +442,7 @@ impl ProcessHandle {
 
 /// The environment a process gets on top of the parent's: its `env`, and (on a pipe)
 /// the unbuffered variables it does not set itself.
-pub fn effective_env(cfg: &ProcessConfig) -> BTreeMap<String, String> {
+fn effective_env(cfg: &ProcessConfig) -> BTreeMap<String, String> {
     let mut env = cfg.env.clone();
     if !cfg.pty {
         for (k, v) in pty::unbuffered_env() {

@@ -10,8 +10,7 @@
 
 use crate::SupervisorOptions;
 use crate::actor::{
-    self, Actor, Control, Family, Life, Phase, Policy, Role, Run, SpawnFailure, StartError, State,
-    Unit,
+    self, Control, Family, Life, Phase, Policy, Role, Run, SpawnFailure, StartError, State, Unit,
 };
 use crate::instance::Instance;
 use crate::rpc::{Connection, Notification, RpcError, ServerRequest, StdoutSink, humanize};
@@ -297,9 +296,8 @@ impl ServerHandle {
             hook: opts.on_notification.clone(),
             init: RwLock::new(None),
         });
-        let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(Actor::new(shared.clone(), rx, cancel).run(autostart));
-        (ServerHandle { shared, ctl: tx }, task)
+        let (ctl, task) = actor::start(shared.clone(), cancel, autostart);
+        (ServerHandle { shared, ctl }, task)
     }
 
     /// The server's name.
