@@ -371,9 +371,31 @@ pub struct ProxyConfig {
     pub target: String,
     /// `IP:PORT` to listen on; defaults to `127.0.0.1:0` (a free port).
     pub listen: String,
+    /// Send the browser's `Host` to the target instead of the target's own.
+    pub preserve_host: bool,
+    /// Insert the browser error script into HTML pages (default true).
+    pub inject: bool,
+    /// Requests kept in the traffic log (default 1000).
+    pub traffic_ring: u32,
+}
+
+impl ProxyConfig {
+    /// An ad-hoc proxy (`corral proxy NAME --target URL`): the defaults of a
+    /// `[proxies.NAME]` table with only `target` (and maybe `listen`) set.
+    pub fn ad_hoc(name: &str, target: &str, listen: Option<&str>) -> ProxyConfig {
+        ProxyConfig {
+            name: name.to_owned(),
+            target: target.to_owned(),
+            listen: listen.unwrap_or(DEFAULT_PROXY_LISTEN).to_owned(),
+            preserve_host: false,
+            inject: true,
+            traffic_ring: DEFAULT_TRAFFIC_RING,
+        }
+    }
 }
 
 pub(crate) const DEFAULT_PROXY_LISTEN: &str = "127.0.0.1:0";
+pub(crate) const DEFAULT_TRAFFIC_RING: u32 = 1000;
 
 fn redact_with<'a>(text: &str, secrets: impl IntoIterator<Item = &'a String>) -> String {
     crate::redact::Redactor::new(secrets).text(text)

@@ -285,6 +285,9 @@ impl Resolver<'_> {
             name: raw.name.clone(),
             target,
             listen: raw.listen.clone(),
+            preserve_host: raw.preserve_host,
+            inject: raw.inject,
+            traffic_ring: raw.traffic_ring,
         })
     }
 }

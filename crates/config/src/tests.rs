@@ -340,7 +340,7 @@ fn value_checks() {
     let p = problem("[proxies.p]\ntarget = \"http://x\"\nport = 1\n");
     assert_eq!(
         p.message,
-        "unknown key `port` in [proxies.p]; expected one of: target, listen"
+        "unknown key `port` in [proxies.p]; expected one of: target, listen, preserve_host, inject, traffic_ring"
     );
 }
 

@@ -106,6 +106,15 @@ kinds! {
     ProcessGaveUp => "process.gave_up",
     /// Planned: a scanned error line in a log.
     Alert => "alert",
+    /// A dev proxy listens (listen address, target, url).
+    ProxyStarted => "proxy.started",
+    /// A dev proxy stopped on request.
+    ProxyStopped => "proxy.stopped",
+    /// A dev proxy could not reach its target (what happened, method, url); the client
+    /// got a 502 page.
+    ProxyError => "proxy.error",
+    /// A page behind a dev proxy reported an error (kind, message, location, page).
+    BrowserError => "browser.error",
 }
 
 impl fmt::Display for Kind {

@@ -97,7 +97,12 @@ impl Event {
 
 /// The current time as RFC 3339 with milliseconds, e.g. `2026-11-22T22:13:33.123Z`.
 pub fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+    rfc3339(SystemTime::now())
+}
+
+/// A time as RFC 3339 with milliseconds, as event timestamps are written.
+pub fn rfc3339(time: SystemTime) -> String {
+    humantime::format_rfc3339_millis(time).to_string()
 }
 
 /// Fan-out of events to every interested part (console, journal, API streams, tests).

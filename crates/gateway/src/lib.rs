@@ -31,7 +31,7 @@ pub mod builtin;
 pub mod catalog;
 pub mod fdio;
 pub mod http;
-pub mod httpd;
+pub use corral_httpd as httpd;
 mod hub;
 pub mod jsonrpc;
 pub mod naming;

@@ -18,8 +18,9 @@ use crate::alerts::AlertSettings;
 use crate::error::Problem;
 use crate::expand::Segment;
 use crate::model::{
-    DEFAULT_OUTPUT_RING, DEFAULT_PROXY_LISTEN, DEFAULT_READY_TIMEOUT, GatewayConfig, HttpAuth,
-    MAX_OUTPUT_RING, MIN_OUTPUT_RING, Readiness, ReadyCheck, RestartPolicy, ToolFilter, ToolPrefix,
+    DEFAULT_OUTPUT_RING, DEFAULT_PROXY_LISTEN, DEFAULT_READY_TIMEOUT, DEFAULT_TRAFFIC_RING,
+    GatewayConfig, HttpAuth, MAX_OUTPUT_RING, MIN_OUTPUT_RING, Readiness, ReadyCheck,
+    RestartPolicy, ToolFilter, ToolPrefix,
 };
 use crate::suggest::closest;
 use crate::tree::{Entry, Node, Pos, Value};
@@ -113,6 +114,9 @@ pub(crate) struct RawProxy {
     pub name: String,
     pub target: Text,
     pub listen: String,
+    pub preserve_host: bool,
+    pub inject: bool,
+    pub traffic_ring: u32,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -159,7 +163,13 @@ pub(crate) const PROCESS_POLICY_KEYS: &[&str] = &[
 const READY_KEYS: &[&str] = &["log", "tcp", "port", "http", "timeout"];
 /// The keys of `ready` that name a check; exactly one must be written.
 const READY_CHECKS: &[&str] = &["log", "tcp", "port", "http"];
-const PROXY_KEYS: &[&str] = &["target", "listen"];
+const PROXY_KEYS: &[&str] = &[
+    "target",
+    "listen",
+    "preserve_host",
+    "inject",
+    "traffic_ring",
+];
 
 const RESTART_CHOICES: &[(&str, RestartPolicy)] = &[
     ("never", RestartPolicy::Never),
@@ -686,11 +696,21 @@ impl Reader {
             );
             return None;
         };
+        let field = |key: &str| node.get(key).map(|e| (&e.node, join(path, key)));
+        let preserve_host = field("preserve_host").map(|(n, k)| self.bool(n, &k));
+        let inject = field("inject").map(|(n, k)| self.bool(n, &k));
+        let traffic_ring = field("traffic_ring").map(|(n, k)| {
+            self.count(n, &k, "it keeps the last N requests; 1000 is the default")
+                .map(|n| n.get())
+        });
         let target = self.text(&target.node, &join(path, "target"))?;
         Some(RawProxy {
             name: entry.key.clone(),
             target,
             listen: listen?,
+            preserve_host: preserve_host.unwrap_or(Some(false))?,
+            inject: inject.unwrap_or(Some(true))?,
+            traffic_ring: traffic_ring.unwrap_or(Some(DEFAULT_TRAFFIC_RING))?,
         })
     }
 

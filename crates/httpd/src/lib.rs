@@ -122,26 +122,34 @@ impl hyper::body::Body for Body {
     }
 }
 
+/// The peer of the connection a request came on: a request extension [`serve`] sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RemoteAddr(pub std::net::SocketAddr);
+
 /// Accepts connections on `listener` and serves each with `handler` until `shutdown`
-/// resolves; connections still open then are left to finish on their own.
-pub async fn serve<H, F>(
+/// resolves; connections still open then are left to finish on their own. Each request
+/// carries its connection's peer as a [`RemoteAddr`] extension.
+pub async fn serve<H, F, B>(
     listener: TcpListener,
     limits: Limits,
     shutdown: impl Future<Output = ()>,
     handler: H,
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
-    F: Future<Output = Response<Body>> + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(shutdown);
     let permits = Arc::new(Semaphore::new(limits.max_connections));
     let mut backoff = AcceptBackoff::new("HTTP");
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     backoff.reset();
-                    stream
+                    (stream, peer)
                 }
                 Err(e) => {
                     backoff.wait(&e).await;
@@ -159,18 +167,27 @@ pub async fn serve<H, F>(
         let limits = limits.clone();
         tokio::spawn(async move {
             let _permit = permit;
+            let handler = move |mut req: Request<Incoming>| {
+                req.extensions_mut().insert(RemoteAddr(peer));
+                handler(req)
+            };
             serve_connection(stream, &limits, handler).await;
         });
     }
 }
 
 /// Serves one connection on `io` with `handler` until it closes: what [`serve`] runs
-/// for each accepted connection (the cap aside), for any byte stream.
-pub async fn serve_connection<IO, H, F>(io: IO, limits: &Limits, handler: H)
+/// for each accepted connection (the cap aside), for any byte stream. Upgrades
+/// (`101 Switching Protocols`, e.g. WebSocket through the dev proxy) are served: the
+/// handler takes the request's upgrade with `hyper::upgrade::on`.
+pub async fn serve_connection<IO, H, F, B>(io: IO, limits: &Limits, handler: H)
 where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
-    F: Future<Output = Response<Body>> + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let service = hyper::service::service_fn(move |req| {
         let response = handler(req);
@@ -182,6 +199,7 @@ where
         .max_buf_size(limits.max_head.max(8192))
         .keep_alive(true)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)
+        .with_upgrades()
         .await;
 }
 

@@ -1,0 +1,376 @@
+//! The dev proxy: a reverse proxy in front of a dev server that records the traffic and
+//! captures the errors of the pages it serves.
+//!
+//! # Theory of operation
+//!
+//! A [`Proxy`] listens on its own loopback port and serves every connection with the same
+//! hyper stack as the MCP endpoint ([`corral_httpd`]). Each request goes one of two ways:
+//!
+//! * `/__corral/…` is the proxy's own: the browser error script and the endpoint it
+//!   reports to ([`browser`]).
+//! * Everything else is forwarded to the target ([`forward`]): bodies stream both ways,
+//!   upgrades (WebSocket) are spliced, `Host` becomes the target's unless
+//!   `preserve_host`, `X-Forwarded-*` are added, and redirects and cookies that point at
+//!   the target are pointed back at the proxy. A transport error becomes a 502 page and a
+//!   `proxy.error` event.
+//!
+//! On the way back an HTML document gets the error script ([`inject`], streaming with
+//! lol_html, decoding gzip/br/deflate); every other response passes byte for byte, through
+//! a body wrapper that times it, counts it, and keeps the first bytes of an error
+//! response for the [`traffic`] log.
+
+pub mod browser;
+pub mod codec;
+mod forward;
+pub mod inject;
+pub mod traffic;
+
+use bytes::Bytes;
+use corral_events::{Event, EventBus, Kind, Source};
+use http_body_util::combinators::UnsyncBoxBody;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Instant, SystemTime};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// An error inside a body stream (the target's, a decoder's, the rewriter's).
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Every response body the proxy sends: the target's, rewritten, or its own.
+pub type ProxyBody = UnsyncBoxBody<Bytes, BoxError>;
+
+/// A whole body from bytes.
+pub fn full(bytes: impl Into<Bytes>) -> ProxyBody {
+    use http_body_util::BodyExt;
+    http_body_util::Full::new(bytes.into())
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+/// What a proxy is told to be: a `[proxies.NAME]` table or `corral proxy NAME --target`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProxySpec {
+    pub name: String,
+    /// `http://host:port[/base]`.
+    pub target: String,
+    /// `IP:PORT`; port 0 picks a free one.
+    pub listen: String,
+    /// Send the browser's `Host` to the target instead of the target's own.
+    pub preserve_host: bool,
+    /// Insert the error script into HTML documents.
+    pub inject: bool,
+    /// Requests kept in the traffic log.
+    pub traffic_ring: usize,
+}
+
+impl ProxySpec {
+    /// A spec with the defaults for everything but the name, target and listen address.
+    pub fn new(name: &str, target: &str, listen: &str) -> ProxySpec {
+        ProxySpec {
+            name: name.to_owned(),
+            target: target.to_owned(),
+            listen: listen.to_owned(),
+            preserve_host: false,
+            inject: true,
+            traffic_ring: 1000,
+        }
+    }
+}
+
+/// Why a proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("proxy '{name}': target {target:?} is not an http:// URL ({why})")]
+    Target {
+        name: String,
+        target: String,
+        why: String,
+    },
+    #[error("proxy '{name}': cannot listen on {listen}: {source}")]
+    Listen {
+        name: String,
+        listen: String,
+        source: std::io::Error,
+    },
+}
+
+/// The target, parsed once.
+#[derive(Debug, Clone)]
+pub(crate) struct Target {
+    /// `host:port` as written (the `Host` header the target expects).
+    pub authority: hyper::http::uri::Authority,
+    /// The path prefix every request is sent under (`""` for none, never ending in `/`).
+    pub base: String,
+    /// The URL as given, for display.
+    pub url: String,
+}
+
+impl Target {
+    fn parse(url: &str) -> Result<Target, String> {
+        let uri: hyper::Uri = url.parse().map_err(|e| format!("{e}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err("only http:// targets can be proxied".into());
+        }
+        let authority = uri.authority().cloned().ok_or("no host")?;
+        if uri.query().is_some() {
+            return Err("a target cannot have a query".into());
+        }
+        let base = uri.path().trim_end_matches('/').to_owned();
+        Ok(Target {
+            authority,
+            base,
+            url: url.to_owned(),
+        })
+    }
+}
+
+/// What every request of one proxy shares.
+pub(crate) struct Shared {
+    pub spec: ProxySpec,
+    pub target: Target,
+    /// Where the proxy listens (the address redirects and cookies are pointed back at).
+    pub addr: SocketAddr,
+    pub bus: EventBus,
+    pub traffic: traffic::TrafficLog,
+    pub browser: browser::BrowserLog,
+    pub client: forward::Client,
+    /// Ends the proxy's upgraded connections (WebSocket) when it stops.
+    pub stop: CancellationToken,
+}
+
+impl Shared {
+    pub(crate) fn source(&self) -> Source {
+        Source::Proxy(self.spec.name.clone())
+    }
+
+    /// `http://ADDR`, the proxy's own origin.
+    pub(crate) fn origin(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+}
+
+/// One running dev proxy. Dropping it does not stop it: call [`Proxy::stop`].
+pub struct Proxy {
+    shared: Arc<Shared>,
+    started: Instant,
+    started_at: SystemTime,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Binds the listen address and serves until [`Proxy::stop`]; emits `proxy.started`.
+    pub async fn start(spec: ProxySpec, bus: EventBus) -> Result<Proxy, StartError> {
+        let target = Target::parse(&spec.target).map_err(|why| StartError::Target {
+            name: spec.name.clone(),
+            target: spec.target.clone(),
+            why,
+        })?;
+        let listener =
+            TcpListener::bind(&spec.listen)
+                .await
+                .map_err(|source| StartError::Listen {
+                    name: spec.name.clone(),
+                    listen: spec.listen.clone(),
+                    source,
+                })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Listen {
+            name: spec.name.clone(),
+            listen: spec.listen.clone(),
+            source,
+        })?;
+        let stop = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            traffic: traffic::TrafficLog::new(spec.traffic_ring),
+            browser: browser::BrowserLog::new(browser::RING),
+            client: forward::client(),
+            spec,
+            target,
+            addr,
+            bus,
+            stop: stop.clone(),
+        });
+        shared.bus.emit(
+            Event::new(Kind::ProxyStarted, shared.source())
+                .with("listen", addr.to_string())
+                .with("url", shared.origin())
+                .with("target", shared.target.url.clone()),
+        );
+        let handler_shared = shared.clone();
+        let task = tokio::spawn(corral_httpd::serve(
+            listener,
+            proxy_limits(),
+            stop.cancelled_owned(),
+            move |req| forward::handle(handler_shared.clone(), req),
+        ));
+        Ok(Proxy {
+            shared,
+            started: Instant::now(),
+            started_at: SystemTime::now(),
+            task,
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.shared.spec.name
+    }
+
+    pub fn spec(&self) -> &ProxySpec {
+        &self.shared.spec
+    }
+
+    /// Where it listens.
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.addr
+    }
+
+    /// `http://ADDR`, what a browser opens.
+    pub fn url(&self) -> String {
+        self.shared.origin()
+    }
+
+    pub fn traffic(&self) -> &traffic::TrafficLog {
+        &self.shared.traffic
+    }
+
+    pub fn browser(&self) -> &browser::BrowserLog {
+        &self.shared.browser
+    }
+
+    /// Its row in `corral ps`.
+    pub fn row(&self) -> ProxyRow {
+        ProxyRow {
+            name: self.shared.spec.name.clone(),
+            url: self.url(),
+            target: self.shared.target.url.clone(),
+            uptime_s: self.started.elapsed().as_secs(),
+            started_at: corral_events::rfc3339(self.started_at),
+            requests: self.shared.traffic.total(),
+            errors: self.shared.traffic.errors(),
+            browser_errors: self.shared.browser.total(),
+        }
+    }
+
+    /// Stops listening, ends its connections (upgraded ones included), and emits
+    /// `proxy.stopped`.
+    pub async fn stop(self) {
+        self.shared.stop.cancel();
+        let _ = self.task.await;
+        self.shared
+            .bus
+            .emit(Event::new(Kind::ProxyStopped, self.shared.source()));
+    }
+}
+
+/// Connection limits for a proxy: the MCP endpoint's, but an idle keep-alive connection
+/// may wait as long as a browser keeps one (a dev page polls, HMR reconnects).
+fn proxy_limits() -> corral_httpd::Limits {
+    corral_httpd::Limits {
+        header_timeout: std::time::Duration::from_secs(120),
+        ..corral_httpd::Limits::within_fd_limit()
+    }
+}
+
+/// One dev proxy as `corral ps` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProxyRow {
+    pub name: String,
+    /// `http://ADDR`, where the browser goes.
+    pub url: String,
+    pub target: String,
+    pub uptime_s: u64,
+    pub started_at: String,
+    /// Requests proxied since start.
+    pub requests: u64,
+    /// Responses ≥ 400 and transport errors since start.
+    pub errors: u64,
+    /// Errors the pages reported since start.
+    pub browser_errors: u64,
+}
+
+/// The running proxies of a daemon, by name.
+#[derive(Clone, Default)]
+pub struct Proxies {
+    inner: Arc<Mutex<BTreeMap<String, Arc<Proxy>>>>,
+}
+
+impl Proxies {
+    pub fn new() -> Proxies {
+        Proxies::default()
+    }
+
+    /// Starts `spec` unless a proxy of that name runs.
+    pub async fn start(&self, spec: ProxySpec, bus: EventBus) -> Result<Arc<Proxy>, String> {
+        if self.get(&spec.name).is_some() {
+            return Err(format!(
+                "a proxy named '{}' runs already; stop it first or pick another name",
+                spec.name
+            ));
+        }
+        let name = spec.name.clone();
+        let proxy = Arc::new(Proxy::start(spec, bus).await.map_err(|e| e.to_string())?);
+        let mut map = self.inner.lock().unwrap();
+        if map.contains_key(&name) {
+            drop(map);
+            if let Some(p) = Arc::into_inner(proxy) {
+                p.stop().await;
+            }
+            return Err(format!("a proxy named '{name}' was started meanwhile"));
+        }
+        map.insert(name, proxy.clone());
+        Ok(proxy)
+    }
+
+    pub fn get(&self, name: &str) -> Option<Arc<Proxy>> {
+        self.inner.lock().unwrap().get(name).cloned()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.inner.lock().unwrap().keys().cloned().collect()
+    }
+
+    pub fn list(&self) -> Vec<Arc<Proxy>> {
+        self.inner.lock().unwrap().values().cloned().collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.inner.lock().unwrap().is_empty()
+    }
+
+    /// Stops the named proxy; `false` when none runs by that name.
+    pub async fn stop(&self, name: &str) -> bool {
+        let Some(proxy) = self.inner.lock().unwrap().remove(name) else {
+            return false;
+        };
+        stop_shared(proxy).await;
+        true
+    }
+
+    /// Stops every proxy.
+    pub async fn stop_all(&self) {
+        let all: Vec<_> = std::mem::take(&mut *self.inner.lock().unwrap())
+            .into_values()
+            .collect();
+        for proxy in all {
+            stop_shared(proxy).await;
+        }
+    }
+}
+
+/// Stops a proxy another holder may still reference (a request in flight on a tool call):
+/// cancelling is shared, so it stops at once either way.
+async fn stop_shared(proxy: Arc<Proxy>) {
+    match Arc::try_unwrap(proxy) {
+        Ok(p) => p.stop().await,
+        Err(shared) => {
+            shared.shared.stop.cancel();
+            shared
+                .shared
+                .bus
+                .emit(Event::new(Kind::ProxyStopped, shared.shared.source()));
+        }
+    }
+}
