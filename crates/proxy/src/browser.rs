@@ -13,7 +13,7 @@
 use crate::{ProxyBody, Shared};
 use corral_events::{Event, Kind, Source};
 use hyper::body::Incoming;
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -216,6 +216,9 @@ async fn errors(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    if let Err(why) = same_origin(&shared, host.as_deref(), req.headers()) {
+        return text(StatusCode::FORBIDDEN, format!("{why}\n"));
+    }
     let body = match corral_httpd::read_body(req.into_body(), BODY_LIMIT, BODY_DEADLINE).await {
         Ok(body) => body,
         Err(corral_httpd::BodyError::TooLarge) => {
@@ -247,6 +250,36 @@ async fn errors(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
     let mut response = Response::new(crate::full(""));
     *response.status_mut() = StatusCode::NO_CONTENT;
     response
+}
+
+/// Whether a report comes from a page served through this proxy. What the agent reads
+/// must not be writable by any other web page the user has open: a cross-site form or
+/// `sendBeacon` to `127.0.0.1:PORT/__corral/errors` carries its own `Origin`, and a
+/// DNS-rebound name (`evil.example` resolving to 127.0.0.1) carries its own `Host`.
+/// Browsers send `Origin` with every POST; a report without one comes from a local
+/// program, which could write to the proxy's log anyway.
+fn same_origin(shared: &Shared, host: Option<&str>, headers: &HeaderMap) -> Result<(), String> {
+    let host = host.unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let local = matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+        || name.ends_with(".localhost")
+        || name == shared.addr.ip().to_string();
+    if !local {
+        return Err(format!(
+            "reports are accepted only for this proxy's own address, not Host {host:?}"
+        ));
+    }
+    match headers.get(header::ORIGIN).map(|o| o.to_str()) {
+        None => Ok(()),
+        Some(Ok(origin)) if origin.strip_prefix("http://") == Some(host) => Ok(()),
+        Some(origin) => Err(format!(
+            "reports are accepted only from pages served through this proxy (origin http://{host}), not from {:?}",
+            origin.unwrap_or("?")
+        )),
+    }
 }
 
 /// One error as the script reports it.

@@ -321,6 +321,47 @@ async fn a_bad_report_is_refused_with_the_reason() {
     proxy.stop().await;
 }
 
+/// Another page the user has open cannot write into what the agent reads: a report
+/// from another origin, or for a DNS-rebound host name, is refused; the proxy's own
+/// origin (by IP or `localhost`) is accepted.
+#[tokio::test]
+async fn reports_from_other_origins_are_refused() {
+    let (proxy, _bus) = proxy(target(vec![]).await, true).await;
+    let url = format!("{}/__corral/errors", proxy.url());
+    let body = br#"{"page":"x","errors":[{"kind":"error","message":"planted"}]}"#;
+    let port = proxy.addr().port();
+    let own = format!("127.0.0.1:{port}");
+    let by_name = format!("localhost:{port}");
+    let evil = format!("evil.example:{port}");
+    let cases = [
+        (own.clone(), Some("http://attacker.example".to_owned()), 403),
+        (evil.clone(), Some(format!("http://{evil}")), 403),
+        (evil.clone(), None, 403),
+        (own.clone(), Some(format!("http://{own}")), 204),
+        (by_name.clone(), Some(format!("http://{by_name}")), 204),
+    ];
+    for (host, origin, status) in cases {
+        let mut headers = vec![("host", host.as_str())];
+        if let Some(o) = &origin {
+            headers.push(("origin", o.as_str()));
+        }
+        let got = send(&url, "POST", &headers, body).await;
+        assert_eq!(got.status, status, "Host {host}, Origin {origin:?}");
+    }
+    // Recorded in the background after the 204: wait for the two accepted ones (a
+    // refused one would make it three).
+    let counted = || entries(&proxy).iter().map(|e| e.count).sum::<u32>();
+    tokio::time::timeout(DEADLINE, async {
+        while counted() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the two accepted reports are recorded");
+    assert_eq!(counted(), 2);
+    proxy.stop().await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Source maps.
 
