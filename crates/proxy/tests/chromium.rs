@@ -1,0 +1,244 @@
+//! The dev proxy in front of a page, in real headless Chromium: what goes wrong in the
+//! page reaches Corral, with the locations the developer wrote.
+//!
+//! The page (tests/e2e/page) renders, then fails four ways: `console.error`, an unhandled
+//! promise rejection, a `fetch` answered 500, and a TypeError thrown from a timer. Its
+//! script is served with a source map (built here from the script and its original,
+//! `src/components/UserList.tsx`), so the TypeError's location in Corral must be the
+//! original file's line and column. Chromium's own view of the same errors (DevTools
+//! `Runtime.exceptionThrown`, `Runtime.consoleAPICalled`, `Log.entryAdded`) is collected
+//! beside Corral's and checked first, so a failure says whether the browser or Corral
+//! missed something.
+
+mod e2e;
+
+use e2e::chromium::Chromium;
+use e2e::target::{Fixed, Target, ok};
+use e2e::{DEADLINE, fixture};
+use hyper::StatusCode;
+use serde_json::Value;
+use sourcemap::SourceMapBuilder;
+
+/// The original's path as the map names it (relative to the map).
+const ORIGINAL: &str = "src/components/UserList.tsx";
+
+/// A token of JavaScript/TypeScript, for pairing generated code with its original: an
+/// identifier or number, a string literal, or one punctuation character; with its
+/// 0-based column.
+fn tokens(line: &str) -> Vec<(usize, &str)> {
+    let bytes = line.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        let start = i;
+        if c.is_ascii_whitespace() {
+            i += 1;
+            continue;
+        } else if c.is_ascii_alphanumeric() || c == b'_' || c == b'$' {
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'$')
+            {
+                i += 1;
+            }
+        } else if c == b'"' {
+            i += 1;
+            while i < bytes.len() && bytes[i] != b'"' {
+                i += 1;
+            }
+            i += 1;
+        } else if c == b'/' && bytes.get(i + 1) == Some(&b'/') {
+            break;
+        } else {
+            i += 1;
+        }
+        out.push((start, &line[start..i.min(line.len())]));
+    }
+    out
+}
+
+/// The 0-based index of the first line of `text` that, trimmed, starts with `prefix`.
+fn line_of(text: &str, prefix: &str) -> usize {
+    text.lines()
+        .position(|l| l.trim_start().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starts with {prefix:?}"))
+}
+
+/// The source map of `app.js`, as a compiler would write it: every token of the generated
+/// lines from `function findUser` on mapped to the same token of the original's line,
+/// identifiers named. The two files are kept in step by hand (types stripped, line for
+/// line); a token of app.js missing from its original line fails here.
+fn source_map(app_js: &str, original: &str) -> Vec<u8> {
+    let js: Vec<&str> = app_js.lines().collect();
+    let ts: Vec<&str> = original.lines().collect();
+    let (js_start, ts_start) = (
+        line_of(app_js, "function findUser"),
+        line_of(original, "function findUser"),
+    );
+    let mut b = SourceMapBuilder::new(Some("app.js"));
+    let src = b.add_source(ORIGINAL);
+    b.set_source_contents(src, Some(original));
+    for (k, ts_line) in ts.iter().enumerate().skip(ts_start) {
+        let (g, o) = ((js_start + k - ts_start), k);
+        let js_line = js[g];
+        let ts_tokens = tokens(ts_line);
+        let mut cursor = 0;
+        for (col, tok) in tokens(js_line) {
+            let Some(found) = ts_tokens[cursor..].iter().position(|(_, t)| *t == tok) else {
+                panic!(
+                    "app.js line {} token {tok:?} is not on UserList.tsx line {}: the fixtures \
+                     are out of step",
+                    g + 1,
+                    o + 1
+                );
+            };
+            let (src_col, _) = ts_tokens[cursor + found];
+            cursor += found + 1;
+            let is_name = tok.as_bytes()[0].is_ascii_alphabetic();
+            let name = is_name.then(|| b.add_name(tok));
+            b.add_raw(
+                g as u32,
+                col as u32,
+                o as u32,
+                src_col as u32,
+                Some(src),
+                name,
+                false,
+            );
+        }
+    }
+    let mut out = Vec::new();
+    b.into_sourcemap().to_writer(&mut out).unwrap();
+    out
+}
+
+/// 1-based line and column of `needle` in `text` (its first occurrence).
+fn position(text: &str, needle: &str) -> (u32, u32) {
+    for (i, line) in text.lines().enumerate() {
+        if let Some(col) = line.find(needle) {
+            return (i as u32 + 1, col as u32 + 1);
+        }
+    }
+    panic!("{needle:?} not found");
+}
+
+/// The fixture page's target: the HTML, the script and its map, and the failing API.
+async fn page_target() -> Target {
+    let app_js = fixture("page/app.js");
+    let original = fixture("page/src/components/UserList.tsx");
+    let map = source_map(&app_js, &original);
+    Target::start(vec![
+        (
+            "/",
+            ok("text/html; charset=utf-8", fixture("page/index.html")),
+        ),
+        ("/app.js", ok("text/javascript", app_js)),
+        ("/app.js.map", ok("application/json", map)),
+        (
+            "/api/users",
+            Fixed {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                content_type: "application/json",
+                body: r#"{"error":"database is down"}"#.into(),
+            },
+        ),
+    ])
+    .await
+}
+
+/// What Chromium itself reported for the page, from DevTools events.
+#[derive(Debug, Default)]
+struct Seen {
+    console_errors: Vec<String>,
+    /// `(description, url, line0, column0)` of each uncaught exception, rejection included.
+    exceptions: Vec<(String, String, u64, u64)>,
+    /// Network log entries (failed resources).
+    network: Vec<String>,
+}
+
+impl Seen {
+    /// Takes in one DevTools event of the page.
+    fn add(&mut self, e: &Value) {
+        let p = &e["params"];
+        match e["method"].as_str() {
+            Some("Runtime.consoleAPICalled") if p["type"] == "error" => {
+                let args: Vec<String> = p["args"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| match &a["value"] {
+                        Value::String(s) => s.clone(),
+                        Value::Null => a["description"].as_str().unwrap_or("").to_owned(),
+                        v => v.to_string(),
+                    })
+                    .collect();
+                self.console_errors.push(args.join(" "));
+            }
+            Some("Runtime.exceptionThrown") => {
+                let d = &p["exceptionDetails"];
+                let desc = d["exception"]["description"]
+                    .as_str()
+                    .or(d["text"].as_str())
+                    .unwrap_or("")
+                    .to_owned();
+                self.exceptions.push((
+                    desc,
+                    d["url"].as_str().unwrap_or("").to_owned(),
+                    d["lineNumber"].as_u64().unwrap_or(0),
+                    d["columnNumber"].as_u64().unwrap_or(0),
+                ));
+            }
+            Some("Log.entryAdded") if p["entry"]["source"] == "network" => {
+                self.network
+                    .push(p["entry"]["text"].as_str().unwrap_or("").to_owned());
+            }
+            _ => {}
+        }
+    }
+
+    fn complete(&self) -> bool {
+        !self.console_errors.is_empty() && self.exceptions.len() >= 2 && !self.network.is_empty()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn page_errors_reach_corral_with_source_mapped_locations() {
+    let target = page_target().await;
+    let chromium = Chromium::launch().await;
+    let page = chromium.page().await;
+    let from = chromium.cdp.events.len();
+
+    let url = format!("{}/", target.url());
+    page.navigate(&url, DEADLINE)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", chromium.stderr_tail()));
+    page.wait_until(
+        "document.getElementById('app').textContent",
+        &Value::from("rendered"),
+        DEADLINE,
+    )
+    .await
+    .unwrap();
+    let mut seen = Seen::default();
+    chromium
+        .cdp
+        .events
+        .wait_for_from(from, "chromium's own reports", DEADLINE, |e| {
+            if e["sessionId"] == page.session.as_str() {
+                seen.add(e);
+            }
+            seen.complete().then_some(())
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}: {seen:#?}"));
+    println!("{seen:#?}");
+    println!(
+        "{}",
+        String::from_utf8(source_map(
+            &fixture("page/app.js"),
+            &fixture("page/src/components/UserList.tsx")
+        ))
+        .unwrap()
+    );
+    chromium.close().await;
+}
