@@ -18,6 +18,7 @@
 
 pub mod cdp;
 pub mod chromium;
+pub mod http;
 pub mod proc;
 pub mod target;
 pub mod vite;
