@@ -313,15 +313,20 @@ impl Proxies {
         }
         let name = spec.name.clone();
         let proxy = Arc::new(Proxy::start(spec, bus).await.map_err(|e| e.to_string())?);
-        let mut map = self.inner.lock().unwrap();
-        if map.contains_key(&name) {
-            drop(map);
+        let raced = {
+            let mut map = self.inner.lock().unwrap();
+            let raced = map.contains_key(&name);
+            if !raced {
+                map.insert(name.clone(), proxy.clone());
+            }
+            raced
+        };
+        if raced {
             if let Some(p) = Arc::into_inner(proxy) {
                 p.stop().await;
             }
             return Err(format!("a proxy named '{name}' was started meanwhile"));
         }
-        map.insert(name, proxy.clone());
         Ok(proxy)
     }
 
