@@ -6,7 +6,9 @@
 //!   message, stack, source, line, column, page}, …]}`, read leniently (unknown fields
 //!   are ignored, a missing one is empty). It is answered 204 at once; each error is
 //!   then source-mapped ([`crate::sourcemap`], within [`RESOLVE_TIMEOUT`] per batch),
-//!   recorded in the [`BrowserLog`] and announced as a `browser.error` event.
+//!   recorded in the [`BrowserLog`] and announced as a `browser.error` event with
+//!   `proxy`, `error_kind` (`kind` is the event's own), `message`, `location`, `page`
+//!   and `count`.
 
 use crate::{ProxyBody, Shared};
 use corral_events::{Event, Kind, Source};
@@ -352,7 +354,7 @@ async fn record_reports(shared: Arc<Shared>, origins: Vec<String>, reports: Vec<
         shared.bus.emit(
             Event::new(Kind::BrowserError, Source::Browser)
                 .with("proxy", entry.proxy)
-                .with("kind", entry.kind)
+                .with("error_kind", entry.kind)
                 .with("message", entry.message)
                 .with("location", entry.location)
                 .with("page", entry.page)
