@@ -12,12 +12,17 @@
 
 mod e2e;
 
+use corral_events::{Event, EventBus, Kind};
+use corral_proxy::browser::{BrowserEntry, BrowserQuery};
+use corral_proxy::traffic::TrafficQuery;
+use corral_proxy::{Proxy, ProxySpec};
 use e2e::chromium::Chromium;
 use e2e::target::{Fixed, Target, ok};
 use e2e::{DEADLINE, fixture};
 use hyper::StatusCode;
 use serde_json::Value;
 use sourcemap::SourceMapBuilder;
+use tokio::sync::broadcast::error::RecvError;
 
 /// The original's path as the map names it (relative to the map).
 const ORIGINAL: &str = "src/components/UserList.tsx";
@@ -201,14 +206,52 @@ impl Seen {
     }
 }
 
+/// The location Corral must give for `needle` in the original: 1-based line and column
+/// of `needle`'s `at`-th byte.
+fn original_at(original: &str, needle: &str, at: usize) -> String {
+    let (line, col) = position(original, needle);
+    format!("{ORIGINAL}:{line}:{}", col as usize + at)
+}
+
+/// Waits for `browser.error` events until one of each kind in `kinds` came; returns them.
+async fn browser_errors(
+    events: &mut tokio::sync::broadcast::Receiver<Event>,
+    kinds: &[&str],
+) -> Vec<Event> {
+    let end = tokio::time::Instant::now() + DEADLINE;
+    let mut got: Vec<Event> = Vec::new();
+    while !kinds
+        .iter()
+        .all(|k| got.iter().any(|e| e.str("error_kind") == Some(k)))
+    {
+        match tokio::time::timeout_at(end, events.recv()).await {
+            Ok(Ok(e)) if e.is(Kind::BrowserError) => got.push(e),
+            Ok(Ok(_)) => {}
+            Ok(Err(RecvError::Lagged(n))) => panic!("{n} events were missed"),
+            Ok(Err(RecvError::Closed)) => panic!("the event bus closed"),
+            Err(_) => panic!(
+                "not every kind of {kinds:?} was reported within {DEADLINE:?}; got: {:#?}",
+                got.iter().map(Event::to_json_line).collect::<Vec<_>>()
+            ),
+        }
+    }
+    got
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_errors_reach_corral_with_source_mapped_locations() {
+    let original = fixture("page/src/components/UserList.tsx");
     let target = page_target().await;
+    let bus = EventBus::new(1024);
+    let mut events = bus.subscribe();
+    let proxy = Proxy::start(ProxySpec::new("app", &target.url(), "127.0.0.1:0"), bus)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let chromium = Chromium::launch().await;
     let page = chromium.page().await;
     let from = chromium.cdp.events.len();
 
-    let url = format!("{}/", target.url());
+    let url = format!("{}/", proxy.url());
     page.navigate(&url, DEADLINE)
         .await
         .unwrap_or_else(|e| panic!("{e}\n{}", chromium.stderr_tail()));
@@ -219,6 +262,8 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
     )
     .await
     .unwrap();
+
+    // The browser's own view first: the page did fail the four ways.
     let mut seen = Seen::default();
     chromium
         .cdp
@@ -231,14 +276,111 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
         })
         .await
         .unwrap_or_else(|e| panic!("{e}: {seen:#?}"));
-    println!("{seen:#?}");
-    println!(
-        "{}",
-        String::from_utf8(source_map(
-            &fixture("page/app.js"),
-            &fixture("page/src/components/UserList.tsx")
-        ))
-        .unwrap()
+    let script = format!("{}/app.js", proxy.url());
+    let type_error = seen
+        .exceptions
+        .iter()
+        .find(|x| {
+            x.0.starts_with("TypeError: Cannot read properties of null (reading 'foo')")
+        })
+        .unwrap_or_else(|| panic!("chromium saw no TypeError: {seen:#?}"));
+    assert_eq!(type_error.1, script, "{seen:#?}");
+    assert!(
+        seen.exceptions
+            .iter()
+            .any(|x| x.0.starts_with("Error: load failed")),
+        "{seen:#?}"
     );
+    assert!(
+        seen.console_errors[0].starts_with("widget failed"),
+        "{seen:#?}"
+    );
+    assert!(seen.network[0].contains("status of 500"), "{seen:#?}");
+
+    // Corral's: one report of each kind, announced on the bus and kept in the log.
+    let announced = browser_errors(
+        &mut events,
+        &["error", "console.error", "unhandledrejection", "fetch"],
+    )
+    .await;
+    let log = proxy.browser().query(&BrowserQuery::default());
+    let entry = |kind: &str| -> BrowserEntry {
+        let mut of_kind = log.iter().filter(|e| e.kind == kind);
+        let entry = of_kind
+            .next()
+            .unwrap_or_else(|| panic!("no {kind} in the browser log: {log:#?}"))
+            .clone();
+        assert!(of_kind.next().is_none(), "more than one {kind}: {log:#?}");
+        assert_eq!(entry.page, url, "{entry:#?}");
+        assert_eq!(entry.count, 1, "{entry:#?}");
+        let event = announced
+            .iter()
+            .find(|e| e.str("error_kind") == Some(kind))
+            .unwrap();
+        assert_eq!(event.str("message"), Some(entry.message.as_str()));
+        assert_eq!(event.str("location"), Some(entry.location.as_str()));
+        assert_eq!(event.str("proxy"), Some("app"));
+        entry
+    };
+
+    // The TypeError: Chromium's words, the browser's position in app.js (the same as
+    // DevTools gave, made 1-based), and the original's line and column of `foo` (V8 places
+    // a failed property read at the property's name).
+    let e = entry("error");
+    assert_eq!(
+        e.message,
+        "Uncaught TypeError: Cannot read properties of null (reading 'foo')"
+    );
+    assert_eq!(
+        (e.source.as_str(), e.line, e.column),
+        (
+            script.as_str(),
+            type_error.2 as u32 + 1,
+            type_error.3 as u32 + 1
+        )
+    );
+    assert!(e.stack.contains("at renderUserList ("), "{e:#?}");
+    assert_eq!(e.location, original_at(&original, "(user as User).foo", 15));
+
+    let e = entry("console.error");
+    assert_eq!(
+        e.message,
+        r#"widget failed {"widget":"UserList","retries":3}"#
+    );
+    // V8 places a method call at the method's name.
+    assert_eq!(e.location, original_at(&original, "console.error(", 8));
+
+    let e = entry("unhandledrejection");
+    assert_eq!(e.message, "Unhandled rejection: Error: load failed");
+    assert_eq!(e.location, original_at(&original, "new Error(", 0));
+
+    let e = entry("fetch");
+    assert_eq!(
+        e.message,
+        r#"GET /api/users → 500 Internal Server Error: {"error":"database is down"}"#
+    );
+    assert_eq!(e.location, original_at(&original, "fetch(", 0));
+
+    // The proxy's traffic log has the failed request, with the message read out of it.
+    let failed = proxy.traffic().query(&TrafficQuery {
+        errors_only: true,
+        ..TrafficQuery::default()
+    });
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].method, "GET");
+    assert_eq!(failed[0].url, "/api/users");
+    assert_eq!(failed[0].status, Some(500));
+    assert_eq!(failed[0].message.as_deref(), Some("database is down"));
+
+    // And it served the page, the script and its map, and Corral's own script was loaded.
+    let all = proxy.traffic().query(&TrafficQuery::default());
+    for path in ["/", "/app.js"] {
+        assert!(
+            all.iter().any(|t| t.url == path && t.status == Some(200)),
+            "{path} is not in the traffic log: {all:#?}"
+        );
+    }
+
     chromium.close().await;
+    proxy.stop().await;
 }
