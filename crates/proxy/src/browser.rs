@@ -162,9 +162,8 @@ impl BrowserLog {
         ring.total += 1;
         entry.count = 1;
         if ring.entries.back().is_some_and(|last| last.repeats(&entry)) {
-            if let Some(last) = ring.entries.pop_back() {
-                entry.count = last.count.saturating_add(1);
-            }
+            let last = ring.entries.pop_back();
+            entry.count = last.map_or(1, |last| last.count.saturating_add(1));
         }
         entry.id = ring.next_id;
         ring.next_id += 1;

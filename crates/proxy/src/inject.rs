@@ -112,7 +112,8 @@ pub(crate) fn response(shared: &Shared, parts: &mut response::Parts, body: Proxy
 /// (`Some(None)` for identity).
 fn rewritable(parts: &response::Parts) -> Option<Option<Coding>> {
     let status = parts.status.as_u16();
-    if !matches!(status, 200..=299 | 400..=599) || matches!(status, 204 | 205 | 206) {
+    // Not 204/205 (no body) nor 206 (a slice of the target's bytes).
+    if !matches!(status, 200..=299 | 400..=599) || matches!(status, 204..=206) {
         return None;
     }
     let content_type = parts.headers.get(header::CONTENT_TYPE)?.to_str().ok()?;

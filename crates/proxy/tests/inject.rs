@@ -65,6 +65,11 @@ impl Reply {
         self
     }
 
+    fn status(mut self, status: u16) -> Reply {
+        self.status = status;
+        self
+    }
+
     fn chunked(mut self, size: usize) -> Reply {
         self.chunk = size;
         self
@@ -99,15 +104,26 @@ async fn target(routes: Vec<(&'static str, Reply)>) -> SocketAddr {
             let routes = routes.clone();
             tokio::spawn(async move {
                 let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-                    let reply = routes
-                        .iter()
-                        .find(|(path, _)| *path == req.uri().path())
-                        .map(|(_, reply)| reply.response())
-                        .unwrap_or_else(|| {
-                            let mut r = Reply::new("text/plain", "not found").response();
-                            *r.status_mut() = StatusCode::NOT_FOUND;
-                            r
-                        });
+                    // `/headers` echoes the request's headers, one `name: value` a line.
+                    let echo = (req.uri().path() == "/headers").then(|| {
+                        let lines: String = req
+                            .headers()
+                            .iter()
+                            .map(|(n, v)| format!("{n}: {}\n", v.to_str().unwrap_or("?")))
+                            .collect();
+                        Reply::new("text/plain", lines).response()
+                    });
+                    let reply = echo.unwrap_or_else(|| {
+                        routes
+                            .iter()
+                            .find(|(path, _)| *path == req.uri().path())
+                            .map(|(_, reply)| reply.response())
+                            .unwrap_or_else(|| {
+                                let mut r = Reply::new("text/plain", "not found").response();
+                                *r.status_mut() = StatusCode::NOT_FOUND;
+                                r
+                            })
+                    });
                     async move { Ok::<_, std::convert::Infallible>(reply) }
                 });
                 let _ = hyper::server::conn::http1::Builder::new()
@@ -417,4 +433,261 @@ fn base64(bytes: &[u8]) -> String {
         }
     }
     out
+}
+
+// ---------------------------------------------------------------------------------------
+// The tag in HTML documents.
+
+const PAGE: &str =
+    "<!doctype html><html><head><title>Users</title></head><body><ul id=users></ul></body></html>";
+
+fn with_tag(doc: &str, at: &str, tag: &str) -> String {
+    let expected = doc.replacen(at, &format!("{tag}{at}"), 1);
+    assert_ne!(expected, doc, "{at} is in the document");
+    expected
+}
+
+#[tokio::test]
+async fn html_documents_get_the_tag_once_wherever_it_fits() {
+    let html = "text/html; charset=utf-8";
+    let no_head = "<html><body class=app><p>hi</p></body></html>";
+    let upper = "<HTML><HEAD><TITLE>x</TITLE></HEAD><BODY>y</BODY></HTML>";
+    let target = target(vec![
+        (
+            "/",
+            Reply::new(html, PAGE)
+                .header("etag", "\"v1\"")
+                .header("last-modified", "Wed, 21 Oct 2015 07:28:00 GMT"),
+        ),
+        ("/no-head", Reply::new(html, no_head)),
+        ("/fragment", Reply::new(html, "<p>a fragment</p>")),
+        ("/upper", Reply::new("TEXT/HTML", upper)),
+        ("/ones", Reply::new(html, PAGE).chunked(1)),
+        ("/sevens", Reply::new(html, PAGE).chunked(7)),
+        ("/missing", Reply::new(html, PAGE).status(404)),
+        ("/broken", Reply::new(html, PAGE).status(500).chunked(7)),
+    ])
+    .await;
+    let (proxy, _bus) = proxy(target, true).await;
+    let url = |path: &str| format!("{}{path}", proxy.url());
+    let page = with_tag(PAGE, "</head>", TAG);
+
+    let got = get(&url("/"), &[("accept", "text/html")]).await;
+    assert_eq!(got.status, 200);
+    assert_eq!(String::from_utf8(got.body).unwrap(), page);
+    for dropped in [
+        "content-length",
+        "etag",
+        "last-modified",
+        "content-encoding",
+    ] {
+        assert!(!got.headers.contains_key(dropped), "{dropped} is dropped");
+    }
+    assert_eq!(got.headers["content-type"], html);
+
+    let cases = [
+        ("/no-head", with_tag(no_head, "<p>", TAG)),
+        ("/fragment", format!("{TAG}<p>a fragment</p>")),
+        ("/upper", with_tag(upper, "</HEAD>", TAG)),
+        ("/ones", page.clone()),
+        ("/sevens", page.clone()),
+        ("/missing", page.clone()),
+        ("/broken", page.clone()),
+    ];
+    for (path, expected) in cases {
+        let got = get(&url(path), &[]).await;
+        assert_eq!(String::from_utf8(got.body).unwrap(), expected, "{path}");
+    }
+    proxy.stop().await;
+}
+
+fn gzip(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    encoder.write_all(bytes).unwrap();
+    encoder.finish().unwrap()
+}
+
+fn brotli(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = brotli::CompressorWriter::new(Vec::new(), 4096, 5, 22);
+    encoder.write_all(bytes).unwrap();
+    encoder.into_inner()
+}
+
+#[tokio::test]
+async fn compressed_documents_are_decoded_and_sent_plain() {
+    let big = PAGE.replace("<ul id=users></ul>", &"<li>ünïcode row</li>\n".repeat(5000));
+    let target = target(vec![
+        (
+            "/gz",
+            Reply::new("text/html", gzip(big.as_bytes()))
+                .header("content-encoding", "gzip")
+                .chunked(7),
+        ),
+        (
+            "/br",
+            Reply::new("text/html", brotli(big.as_bytes()))
+                .header("content-encoding", "br")
+                .chunked(1000),
+        ),
+        (
+            "/zstd",
+            Reply::new("text/html", "opaque").header("content-encoding", "zstd"),
+        ),
+    ])
+    .await;
+    let (proxy, _bus) = proxy(target, true).await;
+    let expected = with_tag(&big, "</head>", TAG);
+    for path in ["/gz", "/br"] {
+        let got = get(
+            &format!("{}{path}", proxy.url()),
+            &[("accept-encoding", "gzip, br")],
+        )
+        .await;
+        assert!(!got.headers.contains_key("content-encoding"), "{path}");
+        assert_eq!(String::from_utf8(got.body).unwrap(), expected, "{path}");
+    }
+    // A coding the proxy cannot decode passes as it came, without the script.
+    let got = get(&format!("{}/zstd", proxy.url()), &[]).await;
+    assert_eq!(got.headers["content-encoding"], "zstd");
+    assert_eq!(got.body, b"opaque");
+
+    // Requests that may get HTML ask only for codings the proxy decodes.
+    let navigation = [
+        ("accept", "text/html,application/xhtml+xml,*/*;q=0.8"),
+        ("accept-encoding", "gzip, deflate, br, zstd"),
+        ("if-none-match", "\"v0\""),
+    ];
+    let seen = get(&format!("{}/headers", proxy.url()), &navigation).await;
+    let seen = String::from_utf8(seen.body).unwrap();
+    assert!(
+        seen.contains("accept-encoding: gzip, deflate, br\n"),
+        "{seen}"
+    );
+    assert!(!seen.contains("if-none-match"), "{seen}");
+    let image = [
+        ("accept", "image/avif,image/webp"),
+        ("accept-encoding", "gzip, zstd"),
+        ("if-none-match", "\"v0\""),
+    ];
+    let seen = get(&format!("{}/headers", proxy.url()), &image).await;
+    let seen = String::from_utf8(seen.body).unwrap();
+    assert!(seen.contains("accept-encoding: gzip, zstd\n"), "{seen}");
+    assert!(seen.contains("if-none-match: \"v0\"\n"), "{seen}");
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn the_tag_carries_the_pages_csp_nonce() {
+    let csp =
+        "default-src 'self'; script-src 'nonce-r4nd0m+/=' 'strict-dynamic'; object-src 'none'";
+    let target = target(vec![(
+        "/",
+        Reply::new("text/html", PAGE).header("content-security-policy", csp),
+    )])
+    .await;
+    let (proxy, _bus) = proxy(target, true).await;
+    let got = get(&proxy.url(), &[]).await;
+    let tag = r#"<script src="/__corral/client.js" nonce="r4nd0m+/="></script>"#;
+    assert_eq!(
+        String::from_utf8(got.body).unwrap(),
+        with_tag(PAGE, "</head>", tag)
+    );
+    assert_eq!(
+        got.headers["content-security-policy"], csp,
+        "the policy is not weakened"
+    );
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn everything_else_passes_byte_for_byte() {
+    let png: Vec<u8> = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR</head><body>"
+        .iter()
+        .copied()
+        .cycle()
+        .take(3000)
+        .collect();
+    let json_gz = gzip(br#"{"html":"<head></head>"}"#);
+    let routes = vec![
+        (
+            "/api/users",
+            Reply::new("application/json", r#"{"users":"<head></head>"}"#)
+                .header("etag", "\"j\"")
+                .chunked(7),
+        ),
+        (
+            "/app.js",
+            Reply::new("text/javascript", "document.write('<head></head>')")
+                .header("content-length", "31"),
+        ),
+        ("/logo.png", Reply::new("image/png", png.clone())),
+        (
+            "/api/gz",
+            Reply::new("application/json", json_gz.clone()).header("content-encoding", "gzip"),
+        ),
+        (
+            "/partial",
+            Reply::new("text/html", "<head></head>")
+                .status(206)
+                .header("content-range", "bytes 0-12/99"),
+        ),
+        (
+            "/download",
+            Reply::new("text/html", PAGE)
+                .header("content-disposition", "attachment; filename=a.html"),
+        ),
+    ];
+    let target = target(routes.clone()).await;
+    let (proxy, _bus) = proxy(target, true).await;
+    for (path, reply) in &routes {
+        let got = get(
+            &format!("{}{path}", proxy.url()),
+            &[("accept-encoding", "gzip")],
+        )
+        .await;
+        assert_eq!(got.status.as_u16(), reply.status, "{path}");
+        assert_eq!(got.body, reply.body, "{path}");
+        for (name, value) in &reply.headers {
+            assert_eq!(got.headers[*name], value.as_str(), "{path}: {name}");
+        }
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn no_tag_without_inject_on_head_or_not_modified() {
+    let target = target(vec![
+        (
+            "/",
+            Reply::new("text/html", PAGE)
+                .header("etag", "\"v1\"")
+                .header("content-length", &PAGE.len().to_string()),
+        ),
+        (
+            "/same",
+            Reply::new("text/html", "")
+                .status(304)
+                .header("etag", "\"v1\""),
+        ),
+    ])
+    .await;
+    let (plain, _bus) = proxy(target, false).await;
+    let got = get(&plain.url(), &[("accept", "text/html")]).await;
+    assert_eq!(got.body, PAGE.as_bytes());
+    assert_eq!(got.headers["etag"], "\"v1\"");
+    assert_eq!(got.headers["content-length"], PAGE.len().to_string());
+    plain.stop().await;
+
+    let (proxy, _bus) = self::proxy(target, true).await;
+    let head = send(&proxy.url(), "HEAD", &[], b"").await;
+    assert_eq!(head.status, 200);
+    assert!(head.body.is_empty());
+    assert_eq!(head.headers["etag"], "\"v1\"");
+    assert_eq!(head.headers["content-length"], PAGE.len().to_string());
+    let same = get(&format!("{}/same", proxy.url()), &[]).await;
+    assert_eq!(same.status, 304);
+    assert!(same.body.is_empty());
+    proxy.stop().await;
 }
