@@ -127,16 +127,14 @@ pub fn strip_ansi(text: &str) -> String {
             out.push(c);
             continue;
         }
-        match chars.next() {
-            Some('[') => {
-                // Parameters and intermediates, up to the final byte (@ to ~).
-                for c in chars.by_ref() {
-                    if ('@'..='~').contains(&c) {
-                        break;
-                    }
+        // A two-byte escape drops the byte after ESC; a CSI its parameters and
+        // intermediates too, up to the final byte (@ to ~).
+        if chars.next() == Some('[') {
+            for c in chars.by_ref() {
+                if ('@'..='~').contains(&c) {
+                    break;
                 }
             }
-            _ => {}
         }
     }
     out
