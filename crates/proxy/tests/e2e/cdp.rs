@@ -246,15 +246,4 @@ impl Page {
             }
         }
     }
-
-    /// Every event of this page from index `from` on.
-    pub fn events(&self, from: usize) -> Vec<Value> {
-        self.cdp
-            .events
-            .snapshot()
-            .into_iter()
-            .skip(from)
-            .filter(|e| e.get("sessionId").and_then(Value::as_str) == Some(&self.session))
-            .collect()
-    }
 }

@@ -87,13 +87,24 @@ impl Chromium {
         )
     }
 
-    pub fn pgid(&self) -> libc::pid_t {
-        self.group.pgid()
-    }
-
-    /// Closes the browser: the whole process group is killed.
+    /// Closes the browser: the whole process group is killed, and this waits until no
+    /// process of it is left, nor one that runs on its profile (the crash handler leaves
+    /// the group, and quits once the browser is gone).
     pub async fn close(self) {
+        let pgid = self.group.pgid();
+        let profile = self._profile.path().to_string_lossy().into_owned();
+        let ours = |p: &proc::LiveProcess| p.pgid == pgid || p.cmdline.contains(&profile);
+        // The check below means something only if it sees the browser while it runs.
+        let running = proc::live_processes(ours);
+        assert!(
+            running.len() > 1
+                && running
+                    .iter()
+                    .any(|p| p.cmdline.contains("--type=renderer")),
+            "chromium's processes are not where they are looked for: {running:#?}"
+        );
         drop(self.cdp);
         self.group.kill().await;
+        proc::wait_gone("chromium", super::DEADLINE, ours).await;
     }
 }

@@ -148,6 +148,8 @@ pub struct Group {
     pgid: libc::pid_t,
     /// What it runs, for messages.
     pub name: String,
+    /// The leader was waited for: its pid, and so the group id, may be reused now.
+    reaped: bool,
 }
 
 impl Group {
@@ -158,6 +160,8 @@ impl Group {
             .stdin(std::process::Stdio::null());
         // If the test process dies without dropping the guard (a harness timeout kills
         // it), the leader dies with it; its helpers then see their parent gone and quit.
+        // (The signal comes when the spawning *thread* ends: spawn from the test's own
+        // task, which runs on the test's thread, not from a spawned task.)
         // SAFETY: prctl is async-signal-safe and touches only the child being set up.
         unsafe {
             cmd.pre_exec(|| {
@@ -173,6 +177,7 @@ impl Group {
             child,
             pgid,
             name: name.to_owned(),
+            reaped: false,
         })
     }
 
@@ -185,6 +190,7 @@ impl Group {
     pub async fn kill(mut self) {
         self.killpg();
         let _ = self.child.wait().await;
+        self.reaped = true;
     }
 
     fn killpg(&self) {
@@ -194,22 +200,63 @@ impl Group {
             libc::killpg(self.pgid, libc::SIGKILL);
         }
     }
-
-    /// Whether any process of the group is still alive (signal 0 probes).
-    pub fn group_alive(&self) -> bool {
-        group_alive(self.pgid)
-    }
 }
 
-/// Whether process group `pgid` still has a member (a zombie counts until reaped).
-pub fn group_alive(pgid: libc::pid_t) -> bool {
-    // SAFETY: signal 0 checks for existence and permission only.
-    unsafe { libc::killpg(pgid, 0) == 0 }
+/// A live (not zombie) process: its pid, process group and command line.
+#[derive(Debug, Clone)]
+pub struct LiveProcess {
+    pub pid: u32,
+    pub pgid: i32,
+    pub cmdline: String,
+}
+
+/// Every live process on the machine that `pick` selects (from /proc).
+pub fn live_processes(pick: impl Fn(&LiveProcess) -> bool) -> Vec<LiveProcess> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| {
+        let pid: u32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let mut fields = stat.get(stat.rfind(')')? + 1..)?.split_whitespace();
+        let state = fields.next()?;
+        let pgid: i32 = fields.nth(1)?.parse().ok()?;
+        if state == "Z" || state == "X" {
+            return None;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        let p = LiveProcess { pid, pgid, cmdline };
+        pick(&p).then_some(p)
+    })
+    .collect()
+}
+
+/// Waits until no live process is selected by `pick` (children that outlive a kill for a
+/// moment, or helpers that left the group and quit once their parent is gone); fails
+/// naming the ones left at the deadline.
+pub async fn wait_gone(what: &str, deadline: Duration, pick: impl Fn(&LiveProcess) -> bool) {
+    let end = tokio::time::Instant::now() + deadline;
+    loop {
+        let left = live_processes(&pick);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < end,
+            "{what}: processes left {deadline:?} after it was stopped: {left:#?}"
+        );
+        // /proc has nothing to wait on; a short poll interval against the deadline.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 impl Drop for Group {
     fn drop(&mut self) {
-        self.killpg();
+        if !self.reaped {
+            self.killpg();
+        }
         // kill_on_drop makes tokio reap the leader in the background.
     }
 }

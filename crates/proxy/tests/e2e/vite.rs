@@ -80,11 +80,18 @@ impl Vite {
         )
     }
 
-    pub fn pgid(&self) -> libc::pid_t {
-        self.group.pgid()
-    }
-
+    /// Stops Vite: its process group is killed (node and its esbuild service), and this
+    /// waits until none of it is left.
     pub async fn stop(self) {
+        let pgid = self.group.pgid();
+        let ours = |p: &proc::LiveProcess| p.pgid == pgid;
+        // The check below means something only if it sees Vite while it runs.
+        let running = proc::live_processes(ours);
+        assert!(
+            running.iter().any(|p| p.cmdline.contains("vite")),
+            "vite's processes are not where they are looked for: {running:#?}"
+        );
         self.group.kill().await;
+        proc::wait_gone("vite", super::DEADLINE, ours).await;
     }
 }
