@@ -42,9 +42,9 @@ apt_install() {
   fi
   echo "installing the Debian package $pkg (for $cmd)" >&2
   # The package lists may be missing or stale on a fresh machine: refresh once, then retry.
-  if ! DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$pkg" >&2; then
+  if ! $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >&2; then
     $sudo apt-get update -q >&2
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "$pkg" >&2
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$pkg" >&2
   fi
 }
 

@@ -10,18 +10,20 @@
 //! beside Corral's and checked first, so a failure says whether the browser or Corral
 //! missed something.
 
+mod common;
 mod e2e;
 
+use bytes::Bytes;
+use common::{Target, response};
 use corral_events::{Event, EventBus, Kind};
 use corral_proxy::browser::{BrowserEntry, BrowserQuery};
 use corral_proxy::traffic::TrafficQuery;
 use corral_proxy::{Proxy, ProxySpec};
 use e2e::chromium::Chromium;
-use e2e::target::{Fixed, Target, ok};
 use e2e::{DEADLINE, fixture};
-use hyper::StatusCode;
 use serde_json::Value;
 use sourcemap::SourceMapBuilder;
+use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast::error::RecvError;
 
 /// The original's path as the map names it (relative to the map).
@@ -127,28 +129,29 @@ fn position(text: &str, needle: &str) -> (u32, u32) {
     panic!("{needle:?} not found");
 }
 
-/// The fixture page's target: the HTML, the script and its map, and the failing API.
-async fn page_target() -> Target {
+/// The fixture page's target: the HTML, the script and its map, and the failing API;
+/// with the paths it was asked for.
+async fn page_target() -> (Target, Arc<Mutex<Vec<String>>>) {
     let app_js = fixture("page/app.js");
     let original = fixture("page/src/components/UserList.tsx");
-    let map = source_map(&app_js, &original);
-    Target::start(vec![
-        (
-            "/",
-            ok("text/html; charset=utf-8", fixture("page/index.html")),
-        ),
-        ("/app.js", ok("text/javascript", app_js)),
-        ("/app.js.map", ok("application/json", map)),
-        (
-            "/api/users",
-            Fixed {
-                status: StatusCode::INTERNAL_SERVER_ERROR,
-                content_type: "application/json",
-                body: r#"{"error":"database is down"}"#.into(),
-            },
-        ),
-    ])
-    .await
+    let map = Bytes::from(source_map(&app_js, &original));
+    let (html, app_js) = (Bytes::from(fixture("page/index.html")), Bytes::from(app_js));
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = asked.clone();
+    let target = Target::start(move |req: hyper::Request<hyper::body::Incoming>| {
+        let path = req.uri().path().to_owned();
+        seen.lock().unwrap().push(path.clone());
+        let resp = match path.as_str() {
+            "/" => response(200, "text/html; charset=utf-8", html.clone()),
+            "/app.js" => response(200, "text/javascript", app_js.clone()),
+            "/app.js.map" => response(200, "application/json", map.clone()),
+            "/api/users" => response(500, "application/json", r#"{"error":"database is down"}"#),
+            _ => response(404, "text/plain", "not found"),
+        };
+        async move { resp }
+    })
+    .await;
+    (target, asked)
 }
 
 /// What Chromium itself reported for the page, from DevTools events.
@@ -241,7 +244,7 @@ async fn browser_errors(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn page_errors_reach_corral_with_source_mapped_locations() {
     let original = fixture("page/src/components/UserList.tsx");
-    let target = page_target().await;
+    let (target, asked) = page_target().await;
     let bus = EventBus::new(1024);
     let mut events = bus.subscribe();
     let proxy = Proxy::start(ProxySpec::new("app", &target.url(), "127.0.0.1:0"), bus)
@@ -383,7 +386,7 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
             "{path} is not in the traffic log: {all:#?}"
         );
     }
-    let asked = target.requests.lock().unwrap().clone();
+    let asked = asked.lock().unwrap().clone();
     assert!(asked.iter().any(|p| p == "/app.js.map"), "{asked:?}");
 
     chromium.close().await;

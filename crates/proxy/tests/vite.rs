@@ -6,13 +6,14 @@
 //! watcher may still be starting when the test first edits, so an edit that brings no
 //! message within a few seconds is made again (with new content) until the deadline.
 
+mod common;
 mod e2e;
 
+use common::get;
 use corral_events::EventBus;
 use corral_proxy::browser::BrowserQuery;
 use corral_proxy::{Proxy, ProxySpec};
 use e2e::chromium::Chromium;
-use e2e::http::get;
 use e2e::proc::{TempDir, copy_tree};
 use e2e::vite::Vite;
 use e2e::{DEADLINE, fixtures};
@@ -99,42 +100,42 @@ async fn hmr_messages_pass_through_the_proxy() {
     let base = proxy.url();
 
     // The page: Vite's document, with Vite's client and Corral's script both in it.
-    let page = get(&format!("{base}/")).await;
-    assert_eq!(page.status, 200, "{}\n{}", page.body, vite.output());
+    let page = get(proxy.addr(), "/").await;
+    assert_eq!(page.status, 200, "{}\n{}", page.text(), vite.output());
     assert!(
-        page.body
+        page.text()
             .contains(r#"<script type="module" src="/@vite/client"></script>"#),
         "Vite's client is missing from the page:\n{}",
-        page.body
+        page.text()
     );
     assert!(
-        page.body
+        page.text()
             .contains(r#"<script src="/__corral/client.js"></script>"#),
         "Corral's script is missing from the page:\n{}",
-        page.body
+        page.text()
     );
-    assert!(page.body.contains(r#"src="/main.js""#), "{}", page.body);
+    assert!(page.text().contains(r#"src="/main.js""#), "{}", page.text());
 
     // What the browser loads next, which puts the modules in Vite's module graph (an edit
     // of a module no client has loaded sends nothing).
-    let client = get(&format!("{base}/@vite/client")).await;
-    assert_eq!(client.status, 200, "{}", client.body);
+    let client = get(proxy.addr(), "/@vite/client").await;
+    assert_eq!(client.status, 200, "{}", client.text());
     let token = client
-        .body
+        .text()
         .split_once("const wsToken = \"")
         .and_then(|(_, rest)| rest.split_once('"'))
         .map(|(token, _)| token.to_owned())
         .unwrap_or_else(|| panic!("no wsToken in /@vite/client"));
-    let main = get(&format!("{base}/main.js")).await;
-    assert_eq!(main.status, 200, "{}", main.body);
+    let main = get(proxy.addr(), "/main.js").await;
+    assert_eq!(main.status, 200, "{}", main.text());
     assert!(
-        main.body.contains(r#"import "/style.css""#),
+        main.text().contains(r#"import "/style.css""#),
         "{}",
-        main.body
+        main.text()
     );
-    let css = get(&format!("{base}/style.css")).await;
-    assert_eq!(css.status, 200, "{}", css.body);
-    assert!(css.body.contains("rgb(255, 0, 0)"), "{}", css.body);
+    let css = get(proxy.addr(), "/style.css").await;
+    assert_eq!(css.status, 200, "{}", css.text());
+    assert!(css.text().contains("rgb(255, 0, 0)"), "{}", css.text());
 
     // The HMR socket, opened as Vite's client opens it from a page on the proxy's origin:
     // the `vite-hmr` subprotocol, the page's Origin, and the token (Vite refuses a
@@ -180,8 +181,8 @@ async fn hmr_messages_pass_through_the_proxy() {
     );
     // And the module it names, fetched again as the client does, is the edited one.
     let stamp = &updates[0]["timestamp"];
-    let css = get(&format!("{base}/style.css?t={stamp}")).await;
-    assert!(css.body.contains("color: rgb(0, "), "{}", css.body);
+    let css = get(proxy.addr(), &format!("/style.css?t={stamp}")).await;
+    assert!(css.text().contains("color: rgb(0, "), "{}", css.text());
 
     // An edit of the entry module, which accepts no updates, reloads the page.
     let main_js = project.path().join("main.js");

@@ -4,7 +4,8 @@
 //! * [`chromium`]: headless Chromium (Debian's `chromium`), driven over the DevTools
 //!   protocol ([`cdp`]) on a websocket.
 //! * [`vite`]: the Vite dev server (npm `vite`, in `.peers/vite`).
-//! * [`target`]: a small HTTP server of fixed pages, the stand-in for a dev server.
+//!
+//! (The stand-in target server and the HTTP client are the proxy tests' `tests/common`.)
 //!
 //! Every child runs in its own process group, killed whole when its guard drops
 //! ([`proc::Group`]), so a failing test leaves no browser helpers or esbuild services
@@ -18,9 +19,7 @@
 
 pub mod cdp;
 pub mod chromium;
-pub mod http;
 pub mod proc;
-pub mod target;
 pub mod vite;
 
 use std::path::{Path, PathBuf};
