@@ -49,8 +49,9 @@ pub(crate) type Client = hyper_util::client::legacy::Client<
 /// hang, and the browser should learn why before it gives up itself.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Time for the target's response head once the request is sent: long enough for a
-/// dev server's first, compiling request; a body may take as long as it likes.
+/// Time for the target's response head, counted from sending the request (its body
+/// included): long enough for a dev server's first, compiling request or a long poll;
+/// the response body may then take as long as it likes.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 pub(crate) fn client() -> Client {
@@ -205,12 +206,9 @@ fn rewrite_request(shared: &Shared, parts: &mut request::Parts, upgrade: bool) {
     let mut uri = hyper::http::uri::Parts::default();
     uri.scheme = Some(hyper::http::uri::Scheme::HTTP);
     uri.authority = Some(target.authority.clone());
-    // The base is a parsed URI's path and `path` a parsed request's, so their
-    // concatenation parses; the fallback keeps the base alone.
-    uri.path_and_query = format!("{}{path}", target.base)
-        .parse()
-        .ok()
-        .or_else(|| format!("{}/", target.base).parse().ok());
+    // The base is a parsed URI's path and `path` a parsed request's: together they
+    // parse, and the URI they make is whole.
+    uri.path_and_query = format!("{}{path}", target.base).parse().ok();
     if let Ok(uri) = Uri::from_parts(uri) {
         parts.uri = uri;
     }
@@ -374,7 +372,7 @@ fn reason(err: &(dyn std::error::Error + 'static)) -> String {
         }
         if let Some(h) = e.downcast_ref::<hyper::Error>() {
             if h.is_incomplete_message() {
-                return "the connection closed before the response was complete".into();
+                return "connection closed before the response".into();
             }
             if h.is_parse() || h.is_parse_status() || h.is_parse_too_large() {
                 return format!("bad response: {h}");
