@@ -1,0 +1,3 @@
+import "./style.css";
+
+document.getElementById("app").textContent = "version 1";
