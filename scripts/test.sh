@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test set-up and run, on a fresh machine:
-#   1. installs the real MCP peers (npm + PyPI) into .peers/ (git-ignored),
+#   1. installs the real peers (scripts/install-peers.sh): MCP servers and the conformance
+#      suite (npm + PyPI) and Vite (npm) into .peers/ (git-ignored), and Debian's chromium
+#      and nginx-light (apt-get, as root or through passwordless sudo) when missing,
 #   2. builds every binary (the tests drive the real `corral` and `corral-fixture`),
 #   3. runs every test with cargo-nextest (falls back to `cargo test` without it),
 #   4. fuzzes each fuzz target for 10 s (scripts/fuzz.sh; installs cargo-fuzz when
