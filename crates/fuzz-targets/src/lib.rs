@@ -11,6 +11,7 @@
 //! | [`config`] | `corral.toml`, `.mcp.json`, VS Code `mcp.json` | no panic; problems point into the file (1-based) |
 //! | [`control_request`] | a control-socket request line | parse → serialize → parse gives the same request |
 //! | [`http_request`] | bytes on an HTTP connection to `/mcp` | hyper + the gateway's route answer with a valid status or close, and the connection ends |
+//! | [`proxy_body`] | what a dev proxy's target or page sends: an HTML document in chunks, an error body, a browser error report | the document comes out as it went in plus exactly one script tag; an error message is short and never empty; a report parses or is refused, never panics |
 
 use corral_config::redact::Redactor;
 use corral_supervisor::lines::{LineSplitter, TRUNCATION_MARKER};
@@ -29,6 +30,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("config", config),
     ("control_request", control_request),
     ("http_request", http_request),
+    ("proxy_body", proxy_body),
 ];
 
 /// The stdout decoder ([`decode_line`]) on each line of `data`, as the reader cuts them
@@ -394,4 +396,66 @@ fn check_http_answer(out: &[u8]) {
         "an incomplete response head: {:?}",
         &text[..text.len().min(400)]
     );
+}
+
+/// The dev proxy's readers of untrusted bytes. The first byte picks one:
+///
+/// * `0`: the rest is an HTML document, cut into chunks at each `0xFF` byte (dropped),
+///   rewritten as the proxy rewrites a page: the output is the input with one script tag
+///   inserted, nothing else changed, whatever the chunking.
+/// * `1`: the rest is an error response body, its content type picked by the next byte:
+///   the message read out of it is never empty and at most 300 characters (and `…`).
+/// * otherwise: the rest is a `POST /__corral/errors` body.
+pub fn proxy_body(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    match mode {
+        0 => {
+            let chunks: Vec<bytes::Bytes> = rest
+                .split(|&b| b == 0xFF)
+                .map(bytes::Bytes::copy_from_slice)
+                .collect();
+            let document: Vec<u8> = chunks.concat();
+            let out = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .expect("a runtime")
+                .block_on(corral_proxy::fuzzing::inject(chunks));
+            let out = out.unwrap_or_else(|e| panic!("a small document was refused: {e}"));
+            if document.is_empty() {
+                assert!(out.is_empty(), "an empty document got content");
+                return;
+            }
+            let tag = corral_proxy::fuzzing::tag().into_bytes();
+            assert_eq!(
+                out.len(),
+                document.len() + tag.len(),
+                "not one tag inserted"
+            );
+            let inserted = (0..=document.len()).any(|at| {
+                out[..at] == document[..at]
+                    && out[at..at + tag.len()] == tag[..]
+                    && out[at + tag.len()..] == document[at..]
+            });
+            assert!(inserted, "the document changed beyond the inserted tag");
+        }
+        1 => {
+            let Some((&which, body)) = rest.split_first() else {
+                return;
+            };
+            let content_type =
+                ["application/json", "text/html", "text/plain", ""][usize::from(which) % 4];
+            if let Some(m) = corral_proxy::fuzzing::error_message(content_type, body) {
+                assert!(!m.trim().is_empty(), "an empty message");
+                assert!(
+                    m.chars().count() <= 301,
+                    "a message of {} chars",
+                    m.chars().count()
+                );
+            }
+        }
+        _ => {
+            let _ = corral_proxy::fuzzing::parse_reports(rest);
+        }
+    }
 }

@@ -284,7 +284,7 @@ fn same_origin(shared: &Shared, host: Option<&str>, headers: &HeaderMap) -> Resu
 
 /// One error as the script reports it.
 #[derive(Debug, Default, PartialEq, Eq)]
-struct Report {
+pub(crate) struct Report {
     kind: String,
     message: String,
     stack: String,
@@ -297,7 +297,7 @@ struct Report {
 /// Reads a report: `{"page": URL, "errors": [...]}`. Only a body that is not JSON, or
 /// has no `errors` array, is refused; an error that is not an object is skipped, a field
 /// of the wrong type is empty.
-fn parse_reports(body: &[u8]) -> Result<Vec<Report>, String> {
+pub(crate) fn parse_reports(body: &[u8]) -> Result<Vec<Report>, String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("the error report is not JSON: {e}"))?;
     let errors = value

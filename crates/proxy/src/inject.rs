@@ -89,7 +89,16 @@ pub(crate) fn request(shared: &Shared, parts: &mut request::Parts) {
 /// The body to send for a response from the target: `body` itself, or the rewritten
 /// document (then `parts` is fixed up: encoding, length, validators).
 pub(crate) fn response(shared: &Shared, parts: &mut response::Parts, body: ProxyBody) -> ProxyBody {
-    if !shared.spec.inject || body.is_end_stream() {
+    if !shared.spec.inject {
+        return body;
+    }
+    rewrite(parts, body)
+}
+
+/// [`response`] with injection on: the rewritten document, or `body` itself when it is
+/// not one to rewrite.
+pub(crate) fn rewrite(parts: &mut response::Parts, body: ProxyBody) -> ProxyBody {
+    if body.is_end_stream() {
         return body;
     }
     let Some(coding) = rewritable(parts) else {

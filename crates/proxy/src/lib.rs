@@ -459,3 +459,65 @@ async fn stop_shared(proxy: Arc<Proxy>) {
         }
     }
 }
+
+/// Entry points for the fuzz targets (`crates/fuzz-targets`): the parsers of what a
+/// target or a page sends, without a running proxy. Not an API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use bytes::Bytes;
+    use http_body_util::BodyExt;
+    use hyper::body::{Body, Frame};
+    use std::collections::VecDeque;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    /// The error message the traffic log reads out of an error body.
+    pub fn error_message(content_type: &str, body: &[u8]) -> Option<String> {
+        crate::traffic::message(content_type, &String::from_utf8_lossy(body))
+    }
+
+    /// How many errors a `POST /__corral/errors` body holds, or why it is refused.
+    pub fn parse_reports(body: &[u8]) -> Result<usize, String> {
+        crate::browser::parse_reports(body).map(|r| r.len())
+    }
+
+    /// The tag [`inject`] inserts.
+    pub fn tag() -> String {
+        crate::inject::script_tag(None)
+    }
+
+    /// The `text/html` document `chunks` make (as the target sends them), as the proxy
+    /// passes it on, or the error that ended the rewritten body.
+    pub async fn inject(chunks: Vec<Bytes>) -> Result<Vec<u8>, String> {
+        let mut parts = hyper::Response::new(()).into_parts().0;
+        parts.headers.insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/html; charset=utf-8"),
+        );
+        let body = Chunks(chunks.into()).boxed_unsync();
+        crate::inject::rewrite(&mut parts, body)
+            .collect()
+            .await
+            .map(|c| c.to_bytes().to_vec())
+            .map_err(|e| e.to_string())
+    }
+
+    /// A body of the given chunks, one frame each.
+    struct Chunks(VecDeque<Bytes>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = crate::BoxError;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, crate::BoxError>>> {
+            Poll::Ready(self.0.pop_front().map(|b| Ok(Frame::data(b))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+}
