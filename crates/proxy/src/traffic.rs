@@ -376,7 +376,12 @@ fn decode_entities(text: &str) -> String {
     while let Some(i) = rest.find('&') {
         out.push_str(&rest[..i]);
         rest = &rest[i..];
-        let Some(end) = rest[..rest.len().min(12)].find(';') else {
+        // An entity is short: look for its `;` in the next few bytes (by bytes, as a
+        // character may straddle the window's end).
+        let Some(end) = rest.as_bytes()[..rest.len().min(12)]
+            .iter()
+            .position(|&b| b == b';')
+        else {
             out.push('&');
             rest = &rest[1..];
             continue;
@@ -433,6 +438,15 @@ fn shorten(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Found by fuzzing (`proxy_body`): a multi-byte character within an entity's
+    /// look-ahead window cut a `str` inside it.
+    #[test]
+    fn an_entity_window_ending_inside_a_character_is_no_panic() {
+        assert_eq!(decode_entities("&nbsp;at fo\u{fffd}x"), " at fo\u{fffd}x");
+        assert_eq!(decode_entities("&abcdefghi\u{fffd}"), "&abcdefghi\u{fffd}");
+        assert_eq!(decode_entities("&#x41;&"), "A&");
+    }
 
     fn entry(method: &str, url: &str, status: Option<u16>) -> TrafficEntry {
         TrafficEntry {
