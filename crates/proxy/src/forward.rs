@@ -458,7 +458,9 @@ impl Exchange {
         if let Some(excerpt) = self.excerpt.take() {
             (entry.excerpt, entry.message) = excerpt.finish(entry.content_type.as_deref());
         }
-        if let Some(why) = &error {
+        if let Some(why) = &error
+            && let Some(repeats) = self.shared.error_gate.pass(why)
+        {
             let shared = &self.shared;
             let mut event = Event::new(Kind::ProxyError, shared.source())
                 .with("error", why.clone())
@@ -467,6 +469,9 @@ impl Exchange {
                 .with("target", shared.target.url.clone());
             if let Some(status) = entry.status {
                 event = event.with("status", status);
+            }
+            if repeats > 0 {
+                event = event.with("repeats", repeats);
             }
             shared.bus.emit(event);
         }
@@ -721,5 +726,64 @@ mod tests {
         assert_eq!(up.get(header::CONNECTION).unwrap(), "upgrade");
         assert_eq!(up.get(header::UPGRADE).unwrap(), "websocket");
         assert_eq!(up.len(), 3);
+    }
+}
+
+/// Lets one `proxy.error` per reason through per [`ErrorGate::WINDOW`]: a page polling a
+/// dev server that is down would otherwise write an event per poll into the journal. The
+/// traffic log still records every request; the event that opens the next window says
+/// how many were held back (`repeats`).
+#[derive(Default)]
+pub(crate) struct ErrorGate {
+    last: std::sync::Mutex<Option<(String, Instant, u64)>>,
+}
+
+impl ErrorGate {
+    const WINDOW: Duration = Duration::from_secs(10);
+
+    /// `Some(held back since the last event)` when an event for `why` is to be emitted
+    /// now, `None` when it repeats the last one within the window.
+    pub(crate) fn pass(&self, why: &str) -> Option<u64> {
+        let mut last = self.last.lock().unwrap();
+        let now = Instant::now();
+        match last.as_mut() {
+            Some((reason, since, held)) if reason == why && now - *since < Self::WINDOW => {
+                *held += 1;
+                None
+            }
+            Some((reason, _, held)) if reason == why => {
+                let repeats = std::mem::take(held);
+                *last = Some((why.to_owned(), now, 0));
+                Some(repeats)
+            }
+            _ => {
+                *last = Some((why.to_owned(), now, 0));
+                Some(0)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod gate_tests {
+    use super::ErrorGate;
+
+    #[test]
+    fn a_repeated_reason_passes_once_per_window_and_another_reason_at_once() {
+        let gate = ErrorGate::default();
+        assert_eq!(gate.pass("connection refused"), Some(0));
+        assert_eq!(gate.pass("connection refused"), None);
+        assert_eq!(gate.pass("connection refused"), None);
+        assert_eq!(gate.pass("connection reset"), Some(0));
+        // The window of a reason seen again after another one starts afresh.
+        assert_eq!(gate.pass("connection refused"), Some(0));
+        // An expired window lets the next one through with the count held back.
+        *gate.last.lock().unwrap() = Some((
+            "connection refused".into(),
+            std::time::Instant::now() - ErrorGate::WINDOW,
+            4,
+        ));
+        assert_eq!(gate.pass("connection refused"), Some(4));
+        assert_eq!(gate.pass("connection refused"), None);
     }
 }

@@ -153,6 +153,8 @@ pub(crate) struct Shared {
     pub client: forward::Client,
     /// Ends the proxy's upgraded connections (WebSocket) when it stops.
     pub stop: CancellationToken,
+    /// Holds back `proxy.error` events that repeat the last one.
+    pub error_gate: forward::ErrorGate,
 }
 
 impl Shared {
@@ -205,6 +207,7 @@ impl Proxy {
             addr,
             bus,
             stop: stop.clone(),
+            error_gate: forward::ErrorGate::default(),
         });
         shared.bus.emit(
             Event::new(Kind::ProxyStarted, shared.source())
