@@ -36,6 +36,17 @@ A name in use is an error: `corral restart NAME` restarts a process that exists.
 --standalone runs it here instead, its output live on stderr, until it exits (corral
 exits with its exit code) or Ctrl-C (it is stopped gracefully).";
 
+const PROXY_FORMS: &str = "\
+Forms:
+  corral proxy web --target http://127.0.0.1:5173   a new proxy in the daemon
+  corral proxy web                                  the configured [proxies.web]
+  corral proxy web --stop                           stop it
+  corral proxy web --log [--errors] [-n N]          its requests and the page's errors
+  corral proxy web --target URL --standalone        here, in the foreground, until Ctrl-C
+Open the printed URL in the browser instead of the target's: every request is recorded,
+and HTML pages get a small script that reports JavaScript errors, unhandled rejections,
+console.error calls and failed fetches back to Corral (`--no-inject` turns it off).";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write a commented starter corral.toml (importing .mcp.json if present); with -c,
@@ -168,6 +179,42 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
         /// Print the daemon's answer as JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// A dev proxy in front of a dev server: records its traffic and the browser's errors
+    /// (in the daemon, or --standalone here).
+    #[command(after_help = PROXY_FORMS)]
+    Proxy {
+        /// The proxy's name (letters, digits, '_' and '-').
+        name: String,
+        /// The dev server to proxy (`http://HOST:PORT`); without it, the configured
+        /// `[proxies.NAME]`.
+        #[arg(long, value_name = "URL")]
+        target: Option<String>,
+        /// Where to listen (`IP:PORT`; default a free loopback port).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<String>,
+        /// Leave HTML pages untouched (no error-reporting script).
+        #[arg(long)]
+        no_inject: bool,
+        /// Stop the running proxy instead.
+        #[arg(long, conflicts_with_all = ["target", "listen", "no_inject", "standalone", "log"])]
+        stop: bool,
+        /// Show its traffic log and the errors its pages reported instead.
+        #[arg(long, conflicts_with_all = ["target", "listen", "no_inject", "standalone"])]
+        log: bool,
+        /// With --log: only failed requests (status ≥ 400 or no answer).
+        #[arg(long, requires = "log")]
+        errors: bool,
+        /// With --log: the newest N requests and browser errors.
+        #[arg(short = 'n', long = "lines", default_value_t = 30, requires = "log")]
+        lines: usize,
+        /// Run it here, in the foreground, until Ctrl-C (no daemon; no config needed
+        /// with --target).
+        #[arg(long)]
+        standalone: bool,
+        /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
     },

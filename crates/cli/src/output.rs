@@ -175,7 +175,9 @@ fn severity(kind: Option<Kind>) -> u8 {
             | Kind::ProcessCrashed
             | Kind::ProcessStartFailed
             | Kind::ProcessGaveUp
-            | Kind::Alert,
+            | Kind::Alert
+            | Kind::ProxyError
+            | Kind::BrowserError,
         ) => 2,
         Some(
             Kind::ProcessRestarting
@@ -223,6 +225,18 @@ fn summary(ev: &Event) -> String {
             s("reason"),
             n("connected_s")
         ),
+        Kind::ProxyStarted => format!("{} → {}", s("url"), s("target")),
+        Kind::ProxyError => match d.get("url").and_then(Value::as_str) {
+            Some(url) => format!("{} {url}: {}", s("method"), s("error")),
+            None => s("error").to_owned(),
+        },
+        Kind::BrowserError => {
+            let mut text = format!("{}: {}", s("kind"), s("message"));
+            if let Some(loc) = d.get("location").and_then(Value::as_str) {
+                text.push_str(&format!(" ({loc})"));
+            }
+            text
+        }
         Kind::DaemonStarted => match d.get("endpoint").and_then(Value::as_str) {
             Some(endpoint) => format!("pid {}, {endpoint}", n("pid")),
             None => format!("pid {}, no HTTP endpoint", n("pid")),

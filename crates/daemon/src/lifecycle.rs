@@ -193,6 +193,9 @@ pub async fn run(
         Some(hook),
     );
     hub.attach_processes(supervisor.processes().clone(), config.root.clone());
+    let proxies = corral_proxy::Proxies::new(bus.clone());
+    containment.extend(crate::control::proxies::start_configured(&proxies, &config).await);
+    hub.attach_proxies(proxies.clone());
     if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
         let hub = Arc::downgrade(&hub);
         let processes = supervisor.processes().clone();
@@ -262,6 +265,7 @@ pub async fn run(
         hub,
         http: http.ok(),
         processes: supervisor.processes().clone(),
+        proxies,
         supervisor: tokio::sync::Mutex::new(Some(supervisor)),
         bus: bus.clone(),
         shutdown: shutdown.clone(),
@@ -293,6 +297,7 @@ pub async fn run(
     state.shutdown.cancel();
     drop(control);
     let _ = std::fs::remove_file(&state.paths.socket);
+    state.proxies.stop_all().await;
     if let Some(supervisor) = state.supervisor.lock().await.take() {
         let deadline = supervisor.shutdown_deadline();
         supervisor.shutdown(deadline).await;

@@ -61,6 +61,31 @@ pub enum Request {
         command: Vec<String>,
         cwd: std::path::PathBuf,
     },
+    /// Start a dev proxy: the configured one of that name, or with `target` an ad-hoc
+    /// one (listening on `listen`, default a free loopback port). Answers with its row
+    /// (`url` is where the browser goes). A running name is refused with [`NAME_TAKEN`].
+    ProxyStart {
+        name: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        listen: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inject: Option<bool>,
+    },
+    /// Stop a running dev proxy; answers with the row it had.
+    ProxyStop {
+        name: String,
+    },
+    /// The last `limit` requests of a proxy's traffic log and the errors its pages
+    /// reported (`errors`: only responses ≥ 400 and transport errors).
+    ProxyLog {
+        name: String,
+        #[serde(default)]
+        limit: Option<usize>,
+        #[serde(default)]
+        errors: bool,
+    },
     /// The last `lines` journal events; with `follow`, then every new event.
     Events {
         lines: usize,

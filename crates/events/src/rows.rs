@@ -82,6 +82,24 @@ pub struct ProcessRow {
     pub last_error: Option<String>,
 }
 
+/// One dev proxy as `corral ps` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ProxyRow {
+    pub name: String,
+    /// `http://ADDR`, where the browser goes.
+    pub url: String,
+    pub target: String,
+    pub uptime_s: u64,
+    pub started_at: String,
+    /// Requests proxied since start.
+    pub requests: u64,
+    /// Responses ≥ 400 and transport errors since start.
+    pub errors: u64,
+    /// Errors the pages reported since start.
+    pub browser_errors: u64,
+}
+
 /// The daemon itself: the `status` reply, and `daemon` in the `ps` reply.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
@@ -115,6 +133,9 @@ pub struct PsReply {
     /// Left out when the daemon runs no dev processes (older daemons never send it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<Vec<ProcessRow>>,
+    /// Left out when the daemon runs no dev proxies.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub proxies: Option<Vec<ProxyRow>>,
 }
 
 #[cfg(test)]

@@ -24,6 +24,12 @@ pub enum Builtin {
     ProcessStop,
     ProcessRestart,
     ProcessWait,
+    /// The dev proxies: offered with the process tools, answered with the attached
+    /// proxies ([`crate::Hub::attach_proxies`]); see [`crate::proxy_tools`].
+    Proxies,
+    ProxyStart,
+    ProxyStop,
+    ProxyLog,
 }
 
 /// Most log lines `server_logs` returns.
@@ -42,13 +48,26 @@ impl Builtin {
         Builtin::ProcessStop,
         Builtin::ProcessRestart,
         Builtin::ProcessWait,
+        Builtin::Proxies,
+        Builtin::ProxyStart,
+        Builtin::ProxyStop,
+        Builtin::ProxyLog,
     ];
 
-    /// One of the process tools, which need the project's processes.
+    /// One of the tools that need the project's processes or proxies (the process and
+    /// proxy tools), offered only by a gateway that runs them.
     pub fn is_process(self) -> bool {
         !matches!(
             self,
             Builtin::Servers | Builtin::ServerLogs | Builtin::RestartServer
+        )
+    }
+
+    /// One of the proxy tools ([`crate::proxy_tools`]).
+    pub fn is_proxy(self) -> bool {
+        matches!(
+            self,
+            Builtin::Proxies | Builtin::ProxyStart | Builtin::ProxyStop | Builtin::ProxyLog
         )
     }
 
@@ -64,6 +83,10 @@ impl Builtin {
             Builtin::ProcessStop => "process_stop",
             Builtin::ProcessRestart => "process_restart",
             Builtin::ProcessWait => "process_wait",
+            Builtin::Proxies => "proxies",
+            Builtin::ProxyStart => "proxy_start",
+            Builtin::ProxyStop => "proxy_stop",
+            Builtin::ProxyLog => "proxy_log",
         }
     }
 
@@ -105,6 +128,7 @@ impl Builtin {
                 },
                 "annotations": {"destructiveHint": false, "idempotentHint": true},
             }),
+            b if b.is_proxy() => crate::proxy_tools::definition(b),
             b => crate::procs::definition(b),
         }
     }

@@ -194,7 +194,10 @@ impl Catalog {
                  command), `{processes}` lists them with their state and latest error (a \
                  traceback's exception and file:line), `{process_output}` shows their \
                  output, `{process_wait}` waits for a line or a port, and \
-                 `{process_restart}` / `{process_stop}` control them.",
+                 `{process_restart}` / `{process_stop}` control them. For a web app, \
+                 `{proxy_start}` puts a dev proxy in front of its dev server: open the \
+                 proxy's URL in the browser, and `{proxy_log}` shows the failed requests and \
+                 the page's JavaScript errors with source-mapped locations.",
                 &self.builtins,
                 true,
             ));

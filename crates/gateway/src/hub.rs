@@ -71,6 +71,8 @@ pub struct Hub {
     /// The project's dev processes, when this gateway fronts them too
     /// ([`Hub::attach_processes`]).
     processes: std::sync::OnceLock<ProcessTools>,
+    /// The project's dev proxies, when this gateway runs them ([`Hub::attach_proxies`]).
+    proxies: std::sync::OnceLock<corral_proxy::Proxies>,
 }
 
 /// What the process tools work on.
@@ -122,6 +124,7 @@ impl Hub {
                 template_routes: Mutex::new(Vec::new()),
                 prompt_routes: Mutex::new(HashMap::new()),
                 processes: std::sync::OnceLock::new(),
+                proxies: std::sync::OnceLock::new(),
             }
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
@@ -150,6 +153,17 @@ impl Hub {
         }
     }
 
+    /// Lets agents start, list, stop and read the project's dev proxies (the proxy
+    /// tools are listed with the process tools). Set once; a second call is ignored.
+    pub fn attach_proxies(&self, proxies: corral_proxy::Proxies) {
+        let _ = self.proxies.set(proxies);
+    }
+
+    /// The dev proxies, when attached.
+    pub fn proxies(&self) -> Option<&corral_proxy::Proxies> {
+        self.proxies.get()
+    }
+
     /// The dev processes, when attached.
     pub fn processes(&self) -> Option<&corral_supervisor::Processes> {
         self.processes.get().map(|p| &p.processes)
@@ -159,6 +173,20 @@ impl Hub {
     /// does): the process tools with the attached processes, the others as
     /// [`Builtin::call`].
     pub async fn call_builtin(&self, b: Builtin, args: &Value) -> String {
+        if b.is_proxy() {
+            return match self.proxies.get() {
+                Some(proxies) => {
+                    let ctx = crate::proxy_tools::Ctx {
+                        proxies,
+                        catalog: &self.catalog(),
+                    };
+                    crate::proxy_tools::call(b, &ctx, args).await
+                }
+                None => crate::jsonrpc::tool_error_result(
+                    "this gateway runs no dev proxies (start Corral's daemon with `corral up`)",
+                ),
+            };
+        }
         match (b.is_process(), self.processes.get()) {
             (true, Some(p)) => {
                 let ctx = crate::procs::Ctx {

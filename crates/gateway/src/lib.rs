@@ -36,6 +36,7 @@ mod hub;
 pub mod jsonrpc;
 pub mod naming;
 pub mod procs;
+pub mod proxy_tools;
 mod session;
 pub mod stdio;
 

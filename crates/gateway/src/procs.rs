@@ -217,7 +217,7 @@ impl Answer {
 // ---------------------------------------------------------------------------------------
 // Arguments
 
-fn string_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, String> {
+pub(crate) fn string_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, String> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -229,7 +229,7 @@ fn name_arg(args: &Value) -> Result<&str, String> {
     string_arg(args, "name")?.ok_or_else(|| "missing argument `name` (the process's name)".into())
 }
 
-fn count_arg(args: &Value, key: &str) -> Result<Option<usize>, String> {
+pub(crate) fn count_arg(args: &Value, key: &str) -> Result<Option<usize>, String> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => match v.as_u64() {

@@ -12,6 +12,22 @@ pub const PREFIX: &str = "/__corral/";
 /// Browser errors kept per proxy.
 pub const RING: usize = 500;
 
+/// One error a page reported.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct BrowserEntry {
+    pub ts: String,
+    pub kind: String,
+    pub message: String,
+    pub location: Option<String>,
+    pub page: String,
+}
+
+/// Which entries [`BrowserLog::query`] returns.
+#[derive(Debug, Clone, Default)]
+pub struct BrowserQuery {
+    pub limit: usize,
+}
+
 /// The errors pages reported.
 pub struct BrowserLog {}
 
@@ -19,6 +35,11 @@ impl BrowserLog {
     pub fn new(capacity: usize) -> BrowserLog {
         let _ = capacity;
         BrowserLog {}
+    }
+
+    pub fn query(&self, q: &BrowserQuery) -> Vec<BrowserEntry> {
+        let _ = q;
+        Vec::new()
     }
 
     /// Errors reported since start.

@@ -26,9 +26,9 @@ pub mod inject;
 pub mod traffic;
 
 use bytes::Bytes;
+use corral_events::rows::ProxyRow;
 use corral_events::{Event, EventBus, Kind, Source};
 use http_body_util::combinators::UnsyncBoxBody;
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -76,6 +76,19 @@ impl ProxySpec {
             preserve_host: false,
             inject: true,
             traffic_ring: 1000,
+        }
+    }
+}
+
+impl From<&corral_config::ProxyConfig> for ProxySpec {
+    fn from(c: &corral_config::ProxyConfig) -> ProxySpec {
+        ProxySpec {
+            name: c.name.clone(),
+            target: c.target.clone(),
+            listen: c.listen.clone(),
+            preserve_host: c.preserve_host,
+            inject: c.inject,
+            traffic_ring: c.traffic_ring as usize,
         }
     }
 }
@@ -273,37 +286,55 @@ fn proxy_limits() -> corral_httpd::Limits {
     }
 }
 
-/// One dev proxy as `corral ps` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ProxyRow {
-    pub name: String,
-    /// `http://ADDR`, where the browser goes.
-    pub url: String,
-    pub target: String,
-    pub uptime_s: u64,
-    pub started_at: String,
-    /// Requests proxied since start.
-    pub requests: u64,
-    /// Responses ≥ 400 and transport errors since start.
-    pub errors: u64,
-    /// Errors the pages reported since start.
-    pub browser_errors: u64,
+/// The proxies of a daemon: the configured ones (`[proxies.NAME]`, replaced by a reload)
+/// and the running ones, by name. Cloning shares them.
+#[derive(Clone)]
+pub struct Proxies {
+    inner: Arc<Registry>,
 }
 
-/// The running proxies of a daemon, by name.
-#[derive(Clone, Default)]
-pub struct Proxies {
-    inner: Arc<Mutex<BTreeMap<String, Arc<Proxy>>>>,
+struct Registry {
+    bus: EventBus,
+    running: Mutex<BTreeMap<String, Arc<Proxy>>>,
+    configured: Mutex<BTreeMap<String, ProxySpec>>,
 }
 
 impl Proxies {
-    pub fn new() -> Proxies {
-        Proxies::default()
+    /// No proxies yet; each one started emits its events on `bus`.
+    pub fn new(bus: EventBus) -> Proxies {
+        Proxies {
+            inner: Arc::new(Registry {
+                bus,
+                running: Mutex::default(),
+                configured: Mutex::default(),
+            }),
+        }
+    }
+
+    /// Replaces the configured proxies (what `start_configured` starts by name).
+    pub fn set_configured(&self, specs: impl IntoIterator<Item = ProxySpec>) {
+        *self.inner.configured.lock().unwrap() =
+            specs.into_iter().map(|s| (s.name.clone(), s)).collect();
+    }
+
+    /// The configured proxy of that name.
+    pub fn configured(&self, name: &str) -> Option<ProxySpec> {
+        self.inner.configured.lock().unwrap().get(name).cloned()
+    }
+
+    /// The names of the configured proxies.
+    pub fn configured_names(&self) -> Vec<String> {
+        self.inner
+            .configured
+            .lock()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
     }
 
     /// Starts `spec` unless a proxy of that name runs.
-    pub async fn start(&self, spec: ProxySpec, bus: EventBus) -> Result<Arc<Proxy>, String> {
+    pub async fn start(&self, spec: ProxySpec) -> Result<Arc<Proxy>, String> {
         if self.get(&spec.name).is_some() {
             return Err(format!(
                 "a proxy named '{}' runs already; stop it first or pick another name",
@@ -311,38 +342,91 @@ impl Proxies {
             ));
         }
         let name = spec.name.clone();
-        let proxy = Arc::new(Proxy::start(spec, bus).await.map_err(|e| e.to_string())?);
-        let mut map = self.inner.lock().unwrap();
-        if map.contains_key(&name) {
-            drop(map);
-            if let Some(p) = Arc::into_inner(proxy) {
-                p.stop().await;
+        let proxy = Proxy::start(spec, self.inner.bus.clone())
+            .await
+            .map_err(|e| e.to_string())?;
+        let proxy = Arc::new(proxy);
+        let raced = {
+            let mut running = self.inner.running.lock().unwrap();
+            match running.contains_key(&name) {
+                true => true,
+                false => {
+                    running.insert(name.clone(), proxy.clone());
+                    false
+                }
             }
+        };
+        if raced {
+            stop_shared(proxy).await;
             return Err(format!("a proxy named '{name}' was started meanwhile"));
         }
-        map.insert(name, proxy.clone());
         Ok(proxy)
     }
 
+    /// Starts the configured proxy `name`.
+    pub async fn start_configured(&self, name: &str) -> Result<Arc<Proxy>, String> {
+        match self.configured(name) {
+            Some(spec) => self.start(spec).await,
+            None => Err(self.unknown(name)),
+        }
+    }
+
+    /// Starts every configured proxy not running yet; each one that cannot start is a
+    /// `proxy.error` event and a message in the answer (the rest start regardless).
+    pub async fn start_all_configured(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for name in self.configured_names() {
+            if self.get(&name).is_some() {
+                continue;
+            }
+            if let Err(e) = self.start_configured(&name).await {
+                self.inner.bus.emit(
+                    Event::new(Kind::ProxyError, Source::Proxy(name.clone()))
+                        .with("error", e.clone()),
+                );
+                problems.push(e);
+            }
+        }
+        problems
+    }
+
+    /// The refusal for a name that is neither running nor configured.
+    pub fn unknown(&self, name: &str) -> String {
+        let mut names = self.configured_names();
+        for n in self.names() {
+            if !names.contains(&n) {
+                names.push(n);
+            }
+        }
+        match names.is_empty() {
+            true => format!("no proxy named '{name}'; no proxies are configured or running"),
+            false => format!("no proxy named '{name}'; proxies: {}", names.join(", ")),
+        }
+    }
+
     pub fn get(&self, name: &str) -> Option<Arc<Proxy>> {
-        self.inner.lock().unwrap().get(name).cloned()
+        self.inner.running.lock().unwrap().get(name).cloned()
     }
 
+    /// The running proxies' names.
     pub fn names(&self) -> Vec<String> {
-        self.inner.lock().unwrap().keys().cloned().collect()
+        self.inner.running.lock().unwrap().keys().cloned().collect()
     }
 
+    /// The running proxies.
     pub fn list(&self) -> Vec<Arc<Proxy>> {
-        self.inner.lock().unwrap().values().cloned().collect()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.inner.lock().unwrap().is_empty()
+        self.inner
+            .running
+            .lock()
+            .unwrap()
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Stops the named proxy; `false` when none runs by that name.
     pub async fn stop(&self, name: &str) -> bool {
-        let Some(proxy) = self.inner.lock().unwrap().remove(name) else {
+        let Some(proxy) = self.inner.running.lock().unwrap().remove(name) else {
             return false;
         };
         stop_shared(proxy).await;
@@ -351,7 +435,7 @@ impl Proxies {
 
     /// Stops every proxy.
     pub async fn stop_all(&self) {
-        let all: Vec<_> = std::mem::take(&mut *self.inner.lock().unwrap())
+        let all: Vec<_> = std::mem::take(&mut *self.inner.running.lock().unwrap())
             .into_values()
             .collect();
         for proxy in all {

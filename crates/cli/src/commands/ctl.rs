@@ -31,7 +31,7 @@ pub async fn ps(config: Option<&Path>, json: bool) -> CmdResult {
 }
 
 /// The tables `corral ps` prints under the daemon's line: the servers, and — when the
-/// daemon runs dev processes — those after them.
+/// daemon runs dev processes or proxies — those after them.
 fn ps_tables(reply: &PsReply, color: bool) -> String {
     let shown = |s: &Option<String>| {
         output::Style::stdout()
@@ -58,15 +58,47 @@ fn ps_tables(reply: &PsReply, color: bool) -> String {
             shown(&s.last_error),
         ]);
     }
-    let Some(processes) = reply.processes.as_ref().filter(|p| !p.is_empty()) else {
-        return output::table(&rows);
-    };
-    // With no servers, only the processes' table.
-    let mut text = if reply.servers.is_empty() {
-        String::new()
-    } else {
-        output::table(&rows) + "\n"
-    };
+    let processes = reply.processes.as_deref().unwrap_or_default();
+    let proxies = reply.proxies.as_deref().unwrap_or_default();
+    // The servers' table, unless there are none and something else to show.
+    let mut tables = Vec::new();
+    if !reply.servers.is_empty() || (processes.is_empty() && proxies.is_empty()) {
+        tables.push(output::table(&rows));
+    }
+    if !processes.is_empty() {
+        tables.push(process_table(processes, color, &shown));
+    }
+    if !proxies.is_empty() {
+        let mut rows = vec![vec![
+            "PROXY".into(),
+            "URL".into(),
+            "TARGET".into(),
+            "UPTIME".into(),
+            "REQUESTS".into(),
+            "FAILED".into(),
+            "BROWSER ERRORS".into(),
+        ]];
+        for p in proxies {
+            rows.push(vec![
+                p.name.clone(),
+                p.url.clone(),
+                p.target.clone(),
+                human_duration(p.uptime_s),
+                p.requests.to_string(),
+                p.errors.to_string(),
+                p.browser_errors.to_string(),
+            ]);
+        }
+        tables.push(output::table(&rows));
+    }
+    tables.join("\n")
+}
+
+fn process_table(
+    processes: &[corral_events::rows::ProcessRow],
+    color: bool,
+    shown: &dyn Fn(&Option<String>) -> String,
+) -> String {
     let mut rows = vec![vec![
         "PROCESS".into(),
         "STATE".into(),
@@ -98,8 +130,7 @@ fn ps_tables(reply: &PsReply, color: bool) -> String {
             shown(&p.last_alert),
         ]);
     }
-    text.push_str(&output::table(&rows));
-    text
+    output::table(&rows)
 }
 
 /// A state, green when all is well, yellow on the way, red otherwise.
@@ -324,6 +355,28 @@ pub async fn reload(config: Option<&Path>, json: bool) -> CmdResult {
         println!("processes restarted: {}", or_dash(plist("restarted")));
         println!("processes stopped:   {}", or_dash(plist("removed")));
         println!("processes unchanged: {}", or_dash(plist("unchanged")));
+    }
+    let proxies = &data["proxies"];
+    let names = |k: &str| -> String {
+        let v: Vec<&str> = proxies[k]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        if v.is_empty() {
+            "-".into()
+        } else {
+            v.join(", ")
+        }
+    };
+    if ["added", "removed", "restarted"]
+        .iter()
+        .any(|k| names(k) != "-")
+    {
+        println!("proxies started:     {}", names("added"));
+        println!("proxies restarted:   {}", names("restarted"));
+        println!("proxies stopped:     {}", names("removed"));
     }
     for w in data["warnings"].as_array().into_iter().flatten() {
         eprintln!("corral: {}", w.as_str().unwrap_or(""));

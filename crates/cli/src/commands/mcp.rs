@@ -188,14 +188,22 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         tool_prefix: cfg.gateway.tool_prefix,
         builtin_tools: cfg.gateway.builtin_tools,
     };
-    let hub = Hub::start(handles, opts, bus, Some(req_rx), Some(hook));
+    let hub = Hub::start(handles, opts, bus.clone(), Some(req_rx), Some(hook));
     // The agent sees and runs the dev processes here as through the daemon.
     hub.attach_processes(run.supervisor.processes().clone(), cfg.root.clone());
+    // And the dev proxies.
+    let proxies = corral_proxy::Proxies::new(bus);
+    proxies.set_configured(cfg.proxies.values().map(corral_proxy::ProxySpec::from));
+    for problem in proxies.start_all_configured().await {
+        eprintln!("corral: warning: {problem}");
+    }
+    hub.attach_proxies(proxies.clone());
     let (input, output) = corral_gateway::fdio::stdio();
     tokio::select! {
         _ = corral_gateway::stdio::serve(hub, input, output) => {}
         _ = project::interrupted() => {}
     }
+    proxies.stop_all().await;
     run.stop().await;
     Ok(())
 }

@@ -6,6 +6,7 @@ mod ctl;
 mod events;
 mod init;
 mod mcp;
+mod proxy;
 mod run;
 mod tools;
 mod up;
@@ -64,6 +65,32 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             standalone,
             json,
         } => run::run(config, &name, command, follow, standalone, json).await,
+        Command::Proxy {
+            name,
+            target,
+            listen,
+            no_inject,
+            stop,
+            log,
+            errors,
+            lines,
+            standalone,
+            json,
+        } => {
+            let action = match (stop, log, standalone) {
+                (true, _, _) => proxy::Action::Stop,
+                (_, true, _) => proxy::Action::Log { errors, lines },
+                (_, _, true) => proxy::Action::Standalone,
+                _ => proxy::Action::Start,
+            };
+            let spec = proxy::Wanted {
+                name,
+                target,
+                listen,
+                inject: !no_inject,
+            };
+            proxy::run(config, action, spec, json).await
+        }
         Command::Events {
             follow,
             json,

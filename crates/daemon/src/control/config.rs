@@ -10,8 +10,9 @@ use std::collections::BTreeSet;
 /// Re-reads the config and applies the difference: servers whose definition changed are
 /// restarted, removed ones stopped, new ones started, the rest left alone; agents get
 /// `list_changed`. Dev processes alike ([`ProcessPlan`]); ad-hoc ones (`corral run`) are
-/// left alone unless the config now defines a process of their name. A config with problems changes nothing. Settings that need a restart
-/// of the daemon (`gateway.*`) are reported, not applied.
+/// left alone unless the config now defines a process of their name. Dev proxies alike
+/// ([`super::proxies::reload`]). A config with problems changes nothing. Settings that
+/// need a restart of the daemon (`gateway.*`) are reported, not applied.
 pub(crate) async fn reload(state: &State) -> Reply {
     let path = state.config.read().unwrap().path.clone();
     let new = match corral_config::load(&path) {
@@ -82,6 +83,9 @@ pub(crate) async fn reload(state: &State) -> Reply {
     let servers = sup.handles();
     drop(guard);
     state.hub.set_servers(servers);
+    let (p_added, p_removed, p_restarted, p_warnings) =
+        super::proxies::reload(&state.proxies, &old, &new).await;
+    warnings.extend(p_warnings);
     if old.gateway != new.gateway {
         warnings.push(
             "[gateway] settings changed: they apply when the daemon restarts (`corral down`, `corral up -d`)"
@@ -100,6 +104,11 @@ pub(crate) async fn reload(state: &State) -> Reply {
             "removed": plan.removed,
             "restarted": plan.restarted,
             "unchanged": plan.unchanged,
+        },
+        "proxies": {
+            "added": p_added,
+            "removed": p_removed,
+            "restarted": p_restarted,
         },
     });
     let mut ev = Event::new(Kind::DaemonReloaded, Source::Corral);

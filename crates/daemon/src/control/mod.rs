@@ -5,6 +5,8 @@
 //!   through [`processes`] of a dev process);
 //! - [`processes`]: dev processes: their `ps` rows, `run` (an ad-hoc process), and
 //!   `start` / `stop` / `restart` of one;
+//! - [`proxies`]: dev proxies: their `ps` rows, `proxy_start`, `proxy_stop`,
+//!   `proxy_log`;
 //! - [`daemon`]: `status`, `shutdown`;
 //! - [`config`]: `reload` (also SIGHUP);
 //! - [`logs`]: `logs`, with `follow` a stream;
@@ -20,6 +22,7 @@ pub(crate) mod daemon;
 pub(crate) mod events;
 pub(crate) mod logs;
 pub(crate) mod processes;
+pub(crate) mod proxies;
 pub(crate) mod servers;
 pub(crate) mod session;
 
@@ -51,6 +54,8 @@ pub(crate) struct State {
     pub(crate) supervisor: tokio::sync::Mutex<Option<Supervisor>>,
     /// The dev processes (the supervisor's registry, shared: usable without its lock).
     pub(crate) processes: Processes,
+    /// The dev proxies, configured and running.
+    pub(crate) proxies: corral_proxy::Proxies,
     pub(crate) bus: EventBus,
     /// Cancelled when the daemon stops.
     pub(crate) shutdown: tokio_util::sync::CancellationToken,
@@ -134,6 +139,26 @@ async fn dispatch(
         Request::Restart { name } => servers::restart(state, &name).await,
         Request::Run { name, command, cwd } => processes::run(state, &name, command, cwd).await,
         Request::Reload => config::reload(state).await,
+        Request::ProxyStart {
+            name,
+            target,
+            listen,
+            inject,
+        } => {
+            let req = proxies::StartRequest {
+                name,
+                target,
+                listen,
+                inject,
+            };
+            proxies::start(state, req).await
+        }
+        Request::ProxyStop { name } => proxies::stop(state, &name).await,
+        Request::ProxyLog {
+            name,
+            limit,
+            errors,
+        } => proxies::log(state, &name, limit, errors),
     };
     let _ = write.write_all(reply.line().as_bytes()).await;
 }

@@ -90,15 +90,15 @@ async fn settle(state: &State, h: &ProcessHandle, since: SystemTime) -> Reply {
     }
 }
 
-/// Whether `name` can name a process (it becomes a file name and an event source): the
-/// rule the config applies.
-fn name_problem(name: &str) -> Option<String> {
+/// Whether `name` can name a process or a proxy (`what`): it becomes a file name and an
+/// event source, so the rule is the config's.
+pub(crate) fn name_problem(what: &str, name: &str) -> Option<String> {
     if name.is_empty() {
-        return Some("a process name must not be empty".into());
+        return Some(format!("a {what} name must not be empty"));
     }
     if name.chars().count() > 64 {
         return Some(format!(
-            "process name '{name}' is {} characters long; the limit is 64",
+            "{what} name '{name}' is {} characters long; the limit is 64",
             name.chars().count()
         ));
     }
@@ -107,7 +107,7 @@ fn name_problem(name: &str) -> Option<String> {
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
     (!ok).then(|| {
         format!(
-            "process name {name:?} may only contain letters, digits, '_' and '-' \
+            "{what} name {name:?} may only contain letters, digits, '_' and '-' \
              (it becomes a file name and an event source)"
         )
     })
@@ -119,7 +119,7 @@ fn name_problem(name: &str) -> Option<String> {
 /// program and its arguments. A name in use is refused; a process that cannot be
 /// spawned is forgotten again, so the name stays free.
 pub(crate) async fn run(state: &State, name: &str, command: Vec<String>, cwd: PathBuf) -> Reply {
-    if let Some(problem) = name_problem(name) {
+    if let Some(problem) = name_problem("process", name) {
         return Reply::err_code(INVALID, problem);
     }
     if state.server(name).is_some() {

@@ -14,6 +14,7 @@ pub(crate) fn ps(state: &State) -> Reply {
         daemon: daemon::status_of(state),
         servers: state.servers().values().map(server_row).collect(),
         processes: processes::rows(state),
+        proxies: super::proxies::rows(state),
     })
 }
 

@@ -1,0 +1,297 @@
+//! Corral's proxy tools: an agent starts a dev proxy in front of the app's dev server,
+//! lists and stops them, and reads what went through one: the requests (with the error
+//! message of each failed one) and the errors the pages reported from the browser.
+//!
+//! Offered with the process tools (a gateway that runs the project: the daemon's, and
+//! `corral mcp --standalone`), answered with the attached [`corral_proxy::Proxies`].
+
+use crate::builtin::Builtin;
+use crate::catalog::Catalog;
+use crate::procs::{count_arg, string_arg};
+use corral_events::rows::ProxyRow;
+use corral_proxy::browser::{BrowserEntry, BrowserQuery};
+use corral_proxy::traffic::{TrafficEntry, TrafficQuery};
+use corral_proxy::{Proxies, ProxySpec};
+use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+/// Entries `proxy_log` shows unless told.
+const DEFAULT_ENTRIES: usize = 30;
+
+/// What the proxy tools work on.
+pub struct Ctx<'a> {
+    pub proxies: &'a Proxies,
+    /// For the names agents see of the other tools.
+    pub catalog: &'a Catalog,
+}
+
+impl Ctx<'_> {
+    fn tool(&self, b: Builtin) -> &str {
+        self.catalog.builtin_name(b).unwrap_or(b.name())
+    }
+}
+
+/// The tool object of proxy tool `b` for `tools/list` (without its name).
+pub fn definition(b: Builtin) -> Value {
+    let name = json!({"type": "string", "description": "the proxy's name, as Corral's proxy list shows it"});
+    match b {
+        Builtin::Proxies => json!({
+            "description": "Corral: the dev proxies of this project: each one's URL (open that \
+                in the browser instead of the dev server's), its target, how many requests went \
+                through, how many failed, and how many errors its pages reported. A proxy \
+                records every request and injects a small script into HTML pages that reports \
+                the page's JavaScript errors, unhandled rejections, console.error calls and \
+                failed fetches; `{proxy_log}` shows them.",
+            "inputSchema": {"type": "object", "properties": {}},
+            "annotations": {"readOnlyHint": true},
+        }),
+        Builtin::ProxyStart => json!({
+            "description": "Corral: start a dev proxy in front of a dev server, so requests \
+                and the browser's errors are recorded. With only `name`: a configured proxy. \
+                With `target` (the dev server, e.g. \"http://127.0.0.1:5173\"): a new one. \
+                Answers the URL to open instead of the target's.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "description": "a configured proxy, or the name for a new one (letters, digits, `_`, `-`)"},
+                    "target": {"type": "string", "description": "for a new proxy: the dev server's http:// URL"},
+                    "listen": {"type": "string", "description": "IP:PORT to listen on (default: a free loopback port)"}
+                },
+                "required": ["name"]
+            },
+            "annotations": {"destructiveHint": false, "openWorldHint": true},
+        }),
+        Builtin::ProxyStop => json!({
+            "description": "Corral: stop a dev proxy (its URL stops answering; the dev server \
+                is not touched).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {"name": name},
+                "required": ["name"]
+            },
+            "annotations": {"destructiveHint": true, "idempotentHint": true},
+        }),
+        Builtin::ProxyLog => json!({
+            "description": "Corral: what went through a dev proxy, newest last: the errors the \
+                pages reported from the browser (JavaScript errors with their source-mapped \
+                file:line:column, unhandled rejections, console.error, failed fetch/XHR) and \
+                the requests (method, path, status, time, size; a failed one with the error \
+                message its body carried). `errors`: only failed requests (status ≥ 400 or \
+                no answer); `path`: only requests whose path contains this text; `last`: \
+                how many of each (default 30).",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": name,
+                    "errors": {"type": "boolean", "description": "only failed requests"},
+                    "path": {"type": "string", "description": "only requests whose path contains this"},
+                    "last": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "the newest N requests and browser errors (default 30)"}
+                },
+                "required": ["name"]
+            },
+            "annotations": {"readOnlyHint": true},
+        }),
+        _ => unreachable!("not a proxy tool: {b:?}"),
+    }
+}
+
+/// Runs proxy tool `b`; returns a `tools/call` result.
+pub async fn call(b: Builtin, ctx: &Ctx<'_>, args: &Value) -> String {
+    let outcome = match b {
+        Builtin::Proxies => Ok(list(ctx)),
+        Builtin::ProxyStart => start(ctx, args).await,
+        Builtin::ProxyStop => stop(ctx, args).await,
+        Builtin::ProxyLog => log(ctx, args),
+        _ => Err(format!("'{}' is not a proxy tool", b.name())),
+    };
+    match outcome {
+        Ok((text, data)) => crate::jsonrpc::tool_text_result(&text, Some(&data)),
+        Err(message) => crate::jsonrpc::tool_error_result(&message),
+    }
+}
+
+type Outcome = Result<(String, Value), String>;
+
+fn name_arg(args: &Value) -> Result<&str, String> {
+    string_arg(args, "name")?.ok_or_else(|| "missing argument `name` (the proxy's name)".into())
+}
+
+/// One line per proxy: `web  http://127.0.0.1:41234 → http://127.0.0.1:5173  …`.
+fn list(ctx: &Ctx<'_>) -> (String, Value) {
+    let running = ctx.proxies.list();
+    let rows: Vec<_> = running.iter().map(|p| p.row()).collect();
+    let mut text = String::new();
+    for r in &rows {
+        let _ = writeln!(
+            text,
+            "{}  {} → {}  up {}s, {} requests, {} failed, {} browser errors",
+            r.name, r.url, r.target, r.uptime_s, r.requests, r.errors, r.browser_errors
+        );
+    }
+    let stopped: Vec<String> = ctx
+        .proxies
+        .configured_names()
+        .into_iter()
+        .filter(|n| !rows.iter().any(|r| &r.name == n))
+        .collect();
+    for n in &stopped {
+        let _ = writeln!(
+            text,
+            "{n}  (configured, not running: `{}` starts it)",
+            ctx.tool(Builtin::ProxyStart)
+        );
+    }
+    if text.is_empty() {
+        text = format!(
+            "No dev proxies. `{}` with a name and the dev server's URL as `target` starts one.",
+            ctx.tool(Builtin::ProxyStart)
+        );
+    }
+    (text, json!({"proxies": rows, "stopped": stopped}))
+}
+
+async fn start(ctx: &Ctx<'_>, args: &Value) -> Outcome {
+    let name = name_arg(args)?;
+    let target = string_arg(args, "target")?;
+    let listen = string_arg(args, "listen")?;
+    let spec = match (target, ctx.proxies.configured(name)) {
+        (Some(t), _) => ProxySpec::new(name, t, listen.unwrap_or("127.0.0.1:0")),
+        (None, Some(mut spec)) => {
+            if let Some(l) = listen {
+                spec.listen = l.to_owned();
+            }
+            spec
+        }
+        (None, None) => {
+            return Err(format!(
+                "{}; pass `target` (the dev server's URL, e.g. \"http://127.0.0.1:5173\") to start a new one",
+                ctx.proxies.unknown(name)
+            ));
+        }
+    };
+    let proxy = ctx.proxies.start(spec).await?;
+    let row = proxy.row();
+    let text = format!(
+        "Proxy '{}' listens on {} → {}. Open {} instead of the target; `{}` shows its requests \
+         and the page's errors.",
+        row.name,
+        row.url,
+        row.target,
+        row.url,
+        ctx.tool(Builtin::ProxyLog)
+    );
+    Ok((text, json!(row)))
+}
+
+async fn stop(ctx: &Ctx<'_>, args: &Value) -> Outcome {
+    let name = name_arg(args)?;
+    let Some(proxy) = ctx.proxies.get(name) else {
+        return Err(ctx.proxies.unknown(name));
+    };
+    let row = proxy.row();
+    drop(proxy);
+    ctx.proxies.stop(name).await;
+    Ok((
+        format!("Proxy '{name}' stopped ({} was its URL).", row.url),
+        json!(row),
+    ))
+}
+
+fn log(ctx: &Ctx<'_>, args: &Value) -> Outcome {
+    let name = name_arg(args)?;
+    let Some(proxy) = ctx.proxies.get(name) else {
+        return Err(ctx.proxies.unknown(name));
+    };
+    let limit = count_arg(args, "last")?.unwrap_or(DEFAULT_ENTRIES);
+    let errors_only = match args.get("errors") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(other) => return Err(format!("`errors` must be true or false, not {other}")),
+    };
+    let traffic = proxy.traffic().query(&TrafficQuery {
+        errors_only,
+        path: string_arg(args, "path")?.map(str::to_owned),
+        limit,
+        ..Default::default()
+    });
+    let browser = proxy.browser().query(&BrowserQuery {
+        limit,
+        ..Default::default()
+    });
+    let row = proxy.row();
+    let text = render_log(&row, &browser, &traffic, errors_only);
+    Ok((
+        text,
+        json!({"proxy": row, "browser": browser, "traffic": traffic}),
+    ))
+}
+
+/// A proxy's log as text (the tool's answer, and `corral proxy NAME --log`): a header
+/// line, the browser errors, then the requests, newest last.
+pub fn render_log(
+    row: &ProxyRow,
+    browser: &[BrowserEntry],
+    traffic: &[TrafficEntry],
+    errors_only: bool,
+) -> String {
+    let mut text = format!(
+        "proxy '{}' {} → {}: {} requests, {} failed, {} browser errors\n",
+        row.name, row.url, row.target, row.requests, row.errors, row.browser_errors
+    );
+    if !browser.is_empty() {
+        text.push_str("\nbrowser errors (newest last):\n");
+        for e in browser {
+            browser_line(&mut text, e);
+        }
+    }
+    text.push_str(match (traffic.is_empty(), errors_only) {
+        (true, true) => "\nno failed requests\n",
+        (true, false) => "\nno requests yet\n",
+        (false, true) => "\nfailed requests (newest last):\n",
+        (false, false) => "\nrequests (newest last):\n",
+    });
+    for t in traffic {
+        traffic_line(&mut text, t);
+    }
+    text
+}
+
+/// `12:01:03 error TypeError: … → src/x.tsx:28:12 (page http://…/users)`.
+fn browser_line(out: &mut String, e: &BrowserEntry) {
+    let _ = write!(out, "  {} {} {}", clock(&e.ts), e.kind, e.message);
+    if let Some(loc) = &e.location {
+        let _ = write!(out, " → {loc}");
+    }
+    if !e.page.is_empty() {
+        let _ = write!(out, " (page {})", e.page);
+    }
+    out.push('\n');
+}
+
+/// `12:01:02 GET /api/users → 500 in 12 ms, 57 B: database is down`.
+fn traffic_line(out: &mut String, t: &TrafficEntry) {
+    let _ = write!(out, "  {} {} {} → ", clock(&t.ts), t.method, t.url);
+    match (&t.status, &t.error) {
+        (_, Some(err)) => {
+            let _ = write!(out, "failed: {err}");
+        }
+        (Some(status), None) => {
+            let _ = write!(
+                out,
+                "{status} in {} ms, {} B",
+                t.total_ms.unwrap_or(0),
+                t.response_bytes
+            );
+            if let Some(m) = &t.message {
+                let _ = write!(out, ": {m}");
+            }
+        }
+        (None, None) => out.push_str("no answer yet"),
+    }
+    out.push('\n');
+}
+
+/// The time of day of an RFC 3339 timestamp (`12:01:03`).
+fn clock(ts: &str) -> &str {
+    ts.get(11..19).unwrap_or(ts)
+}
