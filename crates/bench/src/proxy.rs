@@ -539,6 +539,24 @@ async fn forward_round(
     })
 }
 
+/// One GET of each document, their lengths checked (the page may grow by the injected
+/// script).
+async fn check(port: u16) -> Result<(), String> {
+    let mut conn = Conn::open(port).await?;
+    let small = conn
+        .get("/small")
+        .await
+        .map_err(|e| format!("/small: {e}"))?;
+    let page = conn.get("/page").await.map_err(|e| format!("/page: {e}"))?;
+    if small != SMALL_BYTES || page < PAGE_BYTES {
+        return Err(format!(
+            "/small gave {small} bytes (expected {SMALL_BYTES}), /page {page} (at least \
+             {PAGE_BYTES})"
+        ));
+    }
+    Ok(())
+}
+
 /// `n` sequential GETs of the page on one connection after a warm-up: times to last
 /// byte in ns, and the body length.
 async fn page_round(port: u16, n: usize) -> Result<(Vec<u64>, usize), String> {
@@ -626,14 +644,21 @@ pub fn run(corral: Result<PathBuf, String>, opts: &ProxyOpts) -> Result<String, 
             Err(e) => notes.push(format!("Corral with --no-inject not measured: {e}")),
         }
     }
-    for n in &notes {
-        eprintln!("proxy: {n}");
-    }
-
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
+    // A proxy that cannot serve both documents is left out, with a note.
+    paths.retain(|p| match rt.block_on(check(p.port)) {
+        Ok(()) => true,
+        Err(e) => {
+            notes.push(format!("{} not measured: {e}", p.label));
+            false
+        }
+    });
+    for n in &notes {
+        eprintln!("proxy: {n}");
+    }
     let target_pid = target.pid();
     let n = paths.len();
     let nf = paths.iter().filter(|p| p.forward).count();
