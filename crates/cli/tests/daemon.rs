@@ -194,12 +194,13 @@ fn control_commands_work_in_text_and_json() {
 
     let text = p.run(&["ps"]);
     assert!(text.stdout().contains("NAME"), "{text:?}");
-    assert!(
-        text.stdout()
+    // `up -d` returns once the daemon listens, not once its servers are ready.
+    wait_until("fx ready in `corral ps`", || {
+        p.run(&["ps"])
+            .stdout()
             .lines()
-            .any(|l| l.starts_with("fx ") && l.contains("ready")),
-        "{text:?}"
-    );
+            .any(|l| l.starts_with("fx ") && l.contains("ready"))
+    });
 
     let call = p.run(&["call", "other", "echo", r#"{"text":"through the daemon"}"#]);
     assert_eq!(call.stdout(), "through the daemon\n", "{call:?}");

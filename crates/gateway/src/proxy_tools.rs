@@ -211,7 +211,7 @@ fn log(ctx: &Ctx<'_>, args: &Value) -> Outcome {
     let traffic = proxy.traffic().query(&TrafficQuery {
         errors_only,
         path: string_arg(args, "path")?.map(str::to_owned),
-        limit,
+        limit: Some(limit),
         ..Default::default()
     });
     let browser = proxy.browser().query(&BrowserQuery {
@@ -278,9 +278,8 @@ fn traffic_line(out: &mut String, t: &TrafficEntry) {
         (Some(status), None) => {
             let _ = write!(
                 out,
-                "{status} in {} ms, {} B",
-                t.total_ms.unwrap_or(0),
-                t.response_bytes
+                "{status} in {:.0} ms, {} B",
+                t.total_ms, t.response_bytes
             );
             if let Some(m) = &t.message {
                 let _ = write!(out, ": {m}");

@@ -141,7 +141,7 @@ pub(crate) fn log(state: &State, name: &str, limit: Option<usize>, errors: bool)
     let limit = limit.unwrap_or(50).clamp(1, 1000);
     let traffic = p.traffic().query(&corral_proxy::traffic::TrafficQuery {
         errors_only: errors,
-        limit,
+        limit: Some(limit),
         ..Default::default()
     });
     let browser = p.browser().query(&corral_proxy::browser::BrowserQuery {
