@@ -231,7 +231,7 @@ fn summary(ev: &Event) -> String {
             None => s("error").to_owned(),
         },
         Kind::BrowserError => {
-            let mut text = format!("{}: {}", s("kind"), s("message"));
+            let mut text = format!("{}: {}", s("error_kind"), s("message"));
             if let Some(loc) = d.get("location").and_then(Value::as_str) {
                 text.push_str(&format!(" ({loc})"));
             }

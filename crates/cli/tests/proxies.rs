@@ -111,6 +111,22 @@ fn a_configured_proxy_runs_with_the_daemon_and_its_traffic_is_in_ps_the_log_and_
             .any(|l| l.contains("GET /boom → 500") && l.ends_with(": database is down")),
         "{out}"
     );
+    // What the injected script sends when the page throws (the script itself is run
+    // by real Chromium in crates/proxy/tests/chromium.rs).
+    let report = r#"{"page":"http://site/users","errors":[{"kind":"error","message":"TypeError: x is undefined","source":"http://site/app.js","line":3,"column":7}]}"#;
+    let posted = request(
+        addr_of(&url),
+        "POST",
+        "/__corral/errors",
+        &[("content-type", "application/json")],
+        report,
+    );
+    assert_eq!(posted.status, 204, "{posted:?}");
+    wait_until("the browser error in the log", || {
+        p.run(&["proxy", "site", "--log"]).stdout().contains(
+            "error TypeError: x is undefined → http://site/app.js:3:7 (page http://site/users)",
+        )
+    });
     let failed = p.run(&["proxy", "site", "--log", "--errors"]).stdout();
     assert!(failed.contains("GET /boom → 500"), "{failed}");
     assert!(!failed.contains("/hello"), "{failed}");

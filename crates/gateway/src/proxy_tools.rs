@@ -215,7 +215,7 @@ fn log(ctx: &Ctx<'_>, args: &Value) -> Outcome {
         ..Default::default()
     });
     let browser = proxy.browser().query(&BrowserQuery {
-        limit,
+        limit: Some(limit),
         ..Default::default()
     });
     let row = proxy.row();
@@ -259,8 +259,11 @@ pub fn render_log(
 /// `12:01:03 error TypeError: … → src/x.tsx:28:12 (page http://…/users)`.
 fn browser_line(out: &mut String, e: &BrowserEntry) {
     let _ = write!(out, "  {} {} {}", clock(&e.ts), e.kind, e.message);
-    if let Some(loc) = &e.location {
-        let _ = write!(out, " → {loc}");
+    if e.count > 1 {
+        let _ = write!(out, " ({}x)", e.count);
+    }
+    if !e.location.is_empty() {
+        let _ = write!(out, " → {}", e.location);
     }
     if !e.page.is_empty() {
         let _ = write!(out, " (page {})", e.page);

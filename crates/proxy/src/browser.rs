@@ -1,10 +1,25 @@
-//! The proxy's own endpoints under `/__corral/` and the browser error log (owner: the
-//! injection work).
+//! The proxy's own endpoints under `/__corral/`, and the log of the errors pages report.
+//!
+//! * `GET /__corral/client.js`: the reporting script ([`SCRIPT`]) that [`crate::inject`]
+//!   puts into every HTML document.
+//! * `POST /__corral/errors`: what the script sends, `{"page": URL, "errors": [{kind,
+//!   message, stack, source, line, column, page}, …]}`, read leniently (unknown fields
+//!   are ignored, a missing one is empty). It is answered 204 at once; each error is
+//!   then source-mapped ([`crate::sourcemap`], within [`RESOLVE_TIMEOUT`] per batch),
+//!   recorded in the [`BrowserLog`] and announced as a `browser.error` event with
+//!   `proxy`, `error_kind` (`kind` is the event's own), `message`, `location`, `page`
+//!   and `count`.
 
 use crate::{ProxyBody, Shared};
+use corral_events::{Event, Kind, Source};
 use hyper::body::Incoming;
-use hyper::{Request, Response};
-use std::sync::Arc;
+use hyper::header::{self, HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
 
 /// Paths under this prefix are the proxy's, never forwarded.
 pub const PREFIX: &str = "/__corral/";
@@ -12,44 +27,505 @@ pub const PREFIX: &str = "/__corral/";
 /// Browser errors kept per proxy.
 pub const RING: usize = 500;
 
+/// The script pages run.
+pub const SCRIPT: &str = include_str!("client.js");
+
+/// Where pages report.
+pub const ERRORS_PATH: &str = "/__corral/errors";
+
+/// The largest report accepted (the script sends at most 20 errors of ≤ 10 KiB).
+pub const BODY_LIMIT: usize = 256 * 1024;
+
+/// How long a report may take to arrive.
+const BODY_DEADLINE: Duration = Duration::from_secs(10);
+
+/// How long the errors of one report wait for their source maps before they are
+/// recorded with the locations the browser gave.
+pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Errors of one report beyond this are dropped (the script sends at most 20).
+const BATCH_LIMIT: usize = 100;
+
+const MESSAGE_MAX: usize = 2 * 1024;
+const STACK_MAX: usize = 8 * 1024;
+/// Short fields: kind, source URL, page URL.
+const FIELD_MAX: usize = 2 * 1024;
+
 /// One error a page reported.
-#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
 pub struct BrowserEntry {
+    /// Increases by one per entry of this proxy; a repeat gets a new one.
+    pub id: u64,
+    /// When it was recorded (RFC 3339, milliseconds).
     pub ts: String,
+    pub proxy: String,
+    /// `error`, `unhandledrejection`, `console.error`, `fetch` or `xhr`.
     pub kind: String,
+    /// At most 2 KiB.
     pub message: String,
-    pub location: Option<String>,
+    /// At most 8 KiB.
+    pub stack: String,
+    /// The script URL the browser named.
+    pub source: String,
+    /// 1-based; 0 when unknown.
+    pub line: u32,
+    pub column: u32,
+    /// The page's URL.
     pub page: String,
+    /// `file:line:column` in the original source when a source map resolved it, else
+    /// the browser's `source:line:column`.
+    pub location: String,
+    /// How many times in a row this error came (the same kind, message, location and
+    /// page).
+    pub count: u32,
+}
+
+impl BrowserEntry {
+    fn repeats(&self, other: &BrowserEntry) -> bool {
+        self.kind == other.kind
+            && self.message == other.message
+            && self.location == other.location
+            && self.page == other.page
+    }
 }
 
 /// Which entries [`BrowserLog::query`] returns.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrowserQuery {
-    pub limit: usize,
+    /// Only entries with a greater id.
+    pub after: Option<u64>,
+    /// Only entries recorded at or after this time.
+    pub since: Option<SystemTime>,
+    /// At most this many, the newest (still returned oldest first).
+    pub limit: Option<usize>,
 }
 
-/// The errors pages reported.
-pub struct BrowserLog {}
+/// The last errors pages reported, in a bounded ring.
+pub struct BrowserLog {
+    ring: Mutex<Ring>,
+    pub(crate) maps: crate::sourcemap::SourceMaps,
+}
+
+struct Ring {
+    entries: VecDeque<BrowserEntry>,
+    capacity: usize,
+    next_id: u64,
+    total: u64,
+}
 
 impl BrowserLog {
     pub fn new(capacity: usize) -> BrowserLog {
-        let _ = capacity;
-        BrowserLog {}
+        BrowserLog {
+            ring: Mutex::new(Ring {
+                entries: VecDeque::new(),
+                capacity: capacity.max(1),
+                next_id: 1,
+                total: 0,
+            }),
+            maps: crate::sourcemap::SourceMaps::new(),
+        }
     }
 
-    pub fn query(&self, q: &BrowserQuery) -> Vec<BrowserEntry> {
-        let _ = q;
-        Vec::new()
+    fn ring(&self) -> MutexGuard<'_, Ring> {
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Errors reported since start.
+    /// Errors reported since start (repeats included; more than the ring holds).
     pub fn total(&self) -> u64 {
-        0
+        self.ring().total
+    }
+
+    /// The entries `query` selects, oldest first.
+    pub fn query(&self, query: &BrowserQuery) -> Vec<BrowserEntry> {
+        // Timestamps are fixed-width UTC, so they compare as strings.
+        let since = query.since.map(corral_events::rfc3339);
+        let ring = self.ring();
+        let mut selected: Vec<BrowserEntry> = ring
+            .entries
+            .iter()
+            .filter(|e| query.after.is_none_or(|after| e.id > after))
+            .filter(|e| since.as_ref().is_none_or(|since| e.ts >= *since))
+            .cloned()
+            .collect();
+        if let Some(limit) = query.limit {
+            selected.drain(..selected.len().saturating_sub(limit));
+        }
+        selected
+    }
+
+    /// Records an error (its `id`, `ts` and `count` are set here) and returns it as
+    /// stored. The same error as the newest entry replaces it, counted, under a new id,
+    /// so a reader following ids sees the repeat.
+    pub fn record(&self, mut entry: BrowserEntry) -> BrowserEntry {
+        let mut ring = self.ring();
+        ring.total += 1;
+        entry.count = 1;
+        if ring.entries.back().is_some_and(|last| last.repeats(&entry)) {
+            let last = ring.entries.pop_back();
+            entry.count = last.map_or(1, |last| last.count.saturating_add(1));
+        }
+        entry.id = ring.next_id;
+        ring.next_id += 1;
+        entry.ts = corral_events::now_rfc3339();
+        if ring.entries.len() == ring.capacity {
+            ring.entries.pop_front();
+        }
+        ring.entries.push_back(entry.clone());
+        entry
     }
 }
 
 /// Serves `/__corral/…`.
 pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
-    let _ = (shared, req);
-    todo!("browser endpoints")
+    let path = req.uri().path();
+    if path == crate::inject::SCRIPT_PATH {
+        if req.method() != Method::GET && req.method() != Method::HEAD {
+            return not_allowed("GET, HEAD");
+        }
+        let mut response = Response::new(crate::full(SCRIPT));
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/javascript; charset=utf-8"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        headers.insert(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        );
+        return response;
+    }
+    if path == ERRORS_PATH {
+        if req.method() != Method::POST {
+            return not_allowed("POST");
+        }
+        return errors(shared, req).await;
+    }
+    text(
+        StatusCode::NOT_FOUND,
+        format!("no such corral endpoint: {path}\n"),
+    )
+}
+
+/// `POST /__corral/errors`.
+async fn errors(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
+    // The origin the page is on as the browser spells it (`localhost` or an IP).
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Err(why) = same_origin(&shared, host.as_deref(), req.headers()) {
+        return text(StatusCode::FORBIDDEN, format!("{why}\n"));
+    }
+    let body = match corral_httpd::read_body(req.into_body(), BODY_LIMIT, BODY_DEADLINE).await {
+        Ok(body) => body,
+        Err(corral_httpd::BodyError::TooLarge) => {
+            return text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("an error report is at most {BODY_LIMIT} bytes\n"),
+            );
+        }
+        Err(corral_httpd::BodyError::TimedOut) => {
+            return text(
+                StatusCode::REQUEST_TIMEOUT,
+                "the error report did not arrive in time\n".into(),
+            );
+        }
+        Err(corral_httpd::BodyError::Broken) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                "the error report was cut off\n".into(),
+            );
+        }
+    };
+    let reports = match parse_reports(&body) {
+        Ok(reports) => reports,
+        Err(why) => return text(StatusCode::BAD_REQUEST, format!("{why}\n")),
+    };
+    let mut origins = vec![shared.addr.to_string()];
+    origins.extend(host);
+    tokio::spawn(record_reports(shared, origins, reports));
+    let mut response = Response::new(crate::full(""));
+    *response.status_mut() = StatusCode::NO_CONTENT;
+    response
+}
+
+/// Whether a report comes from a page served through this proxy. What the agent reads
+/// must not be writable by any other web page the user has open: a cross-site form or
+/// `sendBeacon` to `127.0.0.1:PORT/__corral/errors` carries its own `Origin`, and a
+/// DNS-rebound name (`evil.example` resolving to 127.0.0.1) carries its own `Host`.
+/// Browsers send `Origin` with every POST; a report without one comes from a local
+/// program, which could write to the proxy's log anyway.
+fn same_origin(shared: &Shared, host: Option<&str>, headers: &HeaderMap) -> Result<(), String> {
+    let host = host.unwrap_or("");
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let local = matches!(name, "localhost" | "127.0.0.1" | "[::1]")
+        || name.ends_with(".localhost")
+        || name == shared.addr.ip().to_string();
+    if !local {
+        return Err(format!(
+            "reports are accepted only for this proxy's own address, not Host {host:?}"
+        ));
+    }
+    match headers.get(header::ORIGIN).map(|o| o.to_str()) {
+        None => Ok(()),
+        Some(Ok(origin)) if origin.strip_prefix("http://") == Some(host) => Ok(()),
+        Some(origin) => Err(format!(
+            "reports are accepted only from pages served through this proxy (origin http://{host}), not from {:?}",
+            origin.unwrap_or("?")
+        )),
+    }
+}
+
+/// One error as the script reports it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Report {
+    kind: String,
+    message: String,
+    stack: String,
+    source: String,
+    line: u32,
+    column: u32,
+    page: String,
+}
+
+/// Reads a report: `{"page": URL, "errors": [...]}`. Only a body that is not JSON, or
+/// has no `errors` array, is refused; an error that is not an object is skipped, a field
+/// of the wrong type is empty.
+fn parse_reports(body: &[u8]) -> Result<Vec<Report>, String> {
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| format!("the error report is not JSON: {e}"))?;
+    let errors = value
+        .get("errors")
+        .and_then(Value::as_array)
+        .ok_or("the error report has no \"errors\" array")?;
+    let page = string(&value, "page", FIELD_MAX);
+    Ok(errors
+        .iter()
+        .filter(|e| e.is_object())
+        .take(BATCH_LIMIT)
+        .map(|e| {
+            let kind = string(e, "kind", 64);
+            Report {
+                kind: if kind.is_empty() {
+                    "error".into()
+                } else {
+                    kind
+                },
+                message: string(e, "message", MESSAGE_MAX),
+                stack: string(e, "stack", STACK_MAX),
+                source: string(e, "source", FIELD_MAX),
+                line: number(e, "line"),
+                column: number(e, "column"),
+                page: Some(string(e, "page", FIELD_MAX))
+                    .filter(|p| !p.is_empty())
+                    .unwrap_or_else(|| page.clone()),
+            }
+        })
+        .collect())
+}
+
+/// A string field, at most `max` bytes (cut on a character boundary); a number is
+/// written out, anything else is empty.
+fn string(object: &Value, key: &str, max: usize) -> String {
+    let mut s = match object.get(key) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => String::new(),
+    };
+    if s.len() > max {
+        let mut end = max;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+/// A line or column: a number or a numeric string; 0 otherwise.
+fn number(object: &Value, key: &str) -> u32 {
+    match object.get(key) {
+        Some(Value::Number(n)) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64))
+            .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        Some(Value::String(s)) => s.trim().parse().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// Source-maps, records and announces the errors of one report, in order.
+async fn record_reports(shared: Arc<Shared>, origins: Vec<String>, reports: Vec<Report>) {
+    let deadline = tokio::time::Instant::now() + RESOLVE_TIMEOUT;
+    for report in reports {
+        let raw = raw_location(&report);
+        let location = tokio::time::timeout_at(deadline, locate(&shared, &origins, &report))
+            .await
+            .ok()
+            .flatten()
+            .unwrap_or(raw);
+        let entry = shared.browser.record(BrowserEntry {
+            proxy: shared.spec.name.clone(),
+            kind: report.kind,
+            message: report.message,
+            stack: report.stack,
+            source: report.source,
+            line: report.line,
+            column: report.column,
+            page: report.page,
+            location,
+            ..BrowserEntry::default()
+        });
+        shared.bus.emit(
+            Event::new(Kind::BrowserError, Source::Browser)
+                .with("proxy", entry.proxy)
+                .with("error_kind", entry.kind)
+                .with("message", entry.message)
+                .with("location", entry.location)
+                .with("page", entry.page)
+                .with("count", entry.count),
+        );
+    }
+}
+
+/// `source:line:column` as the browser gave it (fewer parts when it gave fewer).
+fn raw_location(report: &Report) -> String {
+    match (report.line, report.column) {
+        _ if report.source.is_empty() => String::new(),
+        (0, _) => report.source.clone(),
+        (line, 0) => format!("{}:{line}", report.source),
+        (line, column) => format!("{}:{line}:{column}", report.source),
+    }
+}
+
+/// The source-mapped location of an error: its own position when its script is on the
+/// origin, else the first frame of its stack that is.
+async fn locate(shared: &Shared, origins: &[String], report: &Report) -> Option<String> {
+    let base = crate::sourcemap::on_origin(&report.page, origins, "/").unwrap_or("/".into());
+    let on_origin = |url: &str| {
+        crate::sourcemap::on_origin(url, origins, &base).filter(|path| !path.starts_with(PREFIX))
+    };
+    let (path, line, column) = match on_origin(&report.source) {
+        Some(path) if report.line > 0 => (path, report.line, report.column),
+        _ => report.stack.lines().find_map(|line| {
+            let (url, line, column) = crate::sourcemap::frame(line)?;
+            Some((on_origin(url)?, line, column))
+        })?,
+    };
+    shared
+        .browser
+        .maps
+        .original(shared, &path, line, column)
+        .await
+}
+
+fn text(status: StatusCode, body: String) -> Response<ProxyBody> {
+    let mut response = Response::new(crate::full(body));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+fn not_allowed(allow: &'static str) -> Response<ProxyBody> {
+    let mut response = text(
+        StatusCode::METHOD_NOT_ALLOWED,
+        format!("this corral endpoint takes {allow}\n"),
+    );
+    response
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(allow));
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(message: &str) -> BrowserEntry {
+        BrowserEntry {
+            kind: "error".into(),
+            message: message.into(),
+            ..BrowserEntry::default()
+        }
+    }
+
+    #[test]
+    fn the_ring_keeps_the_newest_and_counts_repeats() {
+        let log = BrowserLog::new(3);
+        for m in ["a", "b", "b", "c", "d"] {
+            log.record(entry(m));
+        }
+        assert_eq!(log.total(), 5);
+        let all = log.query(&BrowserQuery::default());
+        let seen: Vec<_> = all
+            .iter()
+            .map(|e| (e.id, e.message.as_str(), e.count))
+            .collect();
+        assert_eq!(seen, [(3, "b", 2), (4, "c", 1), (5, "d", 1)]);
+        let after = log.query(&BrowserQuery {
+            after: Some(3),
+            limit: Some(1),
+            ..BrowserQuery::default()
+        });
+        assert_eq!(after.len(), 1);
+        assert_eq!(after[0].message, "d");
+        let future = SystemTime::now() + Duration::from_secs(60);
+        assert!(
+            log.query(&BrowserQuery {
+                since: Some(future),
+                ..BrowserQuery::default()
+            })
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn reports_parse_leniently() {
+        let body = br#"{"page":"http://h/p","extra":1,"errors":[
+            {"kind":"console.error","message":"boom","line":"12","column":3.0,"source":"http://h/a.js","x":[]},
+            7,
+            {"message":{"not":"a string"},"page":"http://h/q"}
+        ]}"#;
+        let reports = parse_reports(body).unwrap();
+        assert_eq!(
+            reports,
+            [
+                Report {
+                    kind: "console.error".into(),
+                    message: "boom".into(),
+                    source: "http://h/a.js".into(),
+                    line: 12,
+                    column: 3,
+                    page: "http://h/p".into(),
+                    ..Report::default()
+                },
+                Report {
+                    kind: "error".into(),
+                    page: "http://h/q".into(),
+                    ..Report::default()
+                },
+            ]
+        );
+        assert!(parse_reports(b"{nope").unwrap_err().contains("not JSON"));
+        assert!(parse_reports(b"{}").unwrap_err().contains("errors"));
+    }
+
+    #[test]
+    fn long_fields_are_cut_on_character_boundaries() {
+        let long = "é".repeat(MESSAGE_MAX);
+        let body = serde_json::json!({"errors": [{"message": long}]}).to_string();
+        let message = &parse_reports(body.as_bytes()).unwrap()[0].message;
+        assert_eq!(message.len(), MESSAGE_MAX);
+        assert!(message.chars().all(|c| c == 'é'));
+    }
 }

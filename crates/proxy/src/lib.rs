@@ -23,6 +23,7 @@ pub mod browser;
 pub mod codec;
 mod forward;
 pub mod inject;
+mod sourcemap;
 pub mod traffic;
 
 use bytes::Bytes;

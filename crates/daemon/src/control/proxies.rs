@@ -145,7 +145,7 @@ pub(crate) fn log(state: &State, name: &str, limit: Option<usize>, errors: bool)
         ..Default::default()
     });
     let browser = p.browser().query(&corral_proxy::browser::BrowserQuery {
-        limit,
+        limit: Some(limit),
         ..Default::default()
     });
     Reply::ok(serde_json::json!({
