@@ -843,3 +843,17 @@ fn report(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_have_their_sizes() {
+        assert_eq!(small_body().len(), SMALL_BYTES);
+        let page = String::from_utf8(page_body()).unwrap();
+        assert_eq!(page.len(), PAGE_BYTES);
+        assert!(page.starts_with("<!doctype html>\n<html><head><title>t</title></head>"));
+        assert!(page.ends_with("</body></html>\n"));
+    }
+}
