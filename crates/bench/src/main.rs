@@ -16,6 +16,7 @@ mod latency;
 mod mcp;
 mod peers;
 mod procs;
+mod proxy;
 mod scan_drain;
 mod startup;
 mod util;
@@ -32,6 +33,7 @@ USAGE:
     corral-bench peers [OPTIONS]
     corral-bench faults [--sessions N] [--calls N]
     corral-bench scan-drain [--mib N] [--rounds N]
+    corral-bench proxy [--seconds N] [--connections C] [--rounds N]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -56,6 +58,12 @@ BENCHMARKS:
     scan-drain  a dev process printing N MiB (default 1024) of mixed log through its
                 stdout, alert scanning off vs. on, alternating rounds (default 2):
                 drain time, MiB/s, lines/s, supervisor CPU per GiB. Not part of `all`
+
+    proxy       the dev proxy (`corral proxy --standalone`) vs. the same target direct and
+                through nginx (Debian's /usr/sbin/nginx) as a reverse proxy: req/s, p50/p99
+                and proxy CPU per request with C keep-alive connections (default 16), N s
+                per round (default 5), rounds interleaved (default 3); time to last byte of
+                a 1 MiB HTML page (injection). Not part of `all`
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
@@ -181,8 +189,55 @@ fn faults_main(args: &[String]) -> ExitCode {
     }
 }
 
+fn proxy_main(args: &[String]) -> ExitCode {
+    let mut opts = proxy::ProxyOpts {
+        seconds: Duration::from_secs(5),
+        connections: 16,
+        rounds: 3,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let n = it
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|n| *n > 0);
+        match (arg.as_str(), n) {
+            ("--seconds", Some(n)) => opts.seconds = Duration::from_secs(n),
+            ("--connections", Some(n)) => opts.connections = n as usize,
+            ("--rounds", Some(n)) => opts.rounds = n as usize,
+            _ => {
+                eprintln!(
+                    "corral-bench: proxy takes --seconds N, --connections C and --rounds N\n\n{USAGE}"
+                );
+                return ExitCode::from(2);
+            }
+        }
+    }
+    println!("{}", util::machine_header());
+    match proxy::run(util::corral_path(), &opts) {
+        Ok(report) => {
+            println!("{report}");
+            println!(
+                "_Load average after the run: {}_",
+                util::loadavg().unwrap_or_else(|| "?".into())
+            );
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("corral-bench: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some(proxy::TARGET_COMMAND) {
+        return proxy::target_main();
+    }
+    if args.first().map(String::as_str) == Some("proxy") {
+        return proxy_main(&args[1..]);
+    }
     if args.first().map(String::as_str) == Some(drain::CHILD_COMMAND) {
         return drain::child_main(&args[1..]);
     }
