@@ -393,33 +393,40 @@ impl Injecting {
         }
     }
 
-    /// Rewrites one chunk of the target's body; returns the output to send now.
-    fn feed(&mut self, coded: &[u8]) -> Result<Bytes, BoxError> {
-        let plain;
+    /// Rewrites one chunk of the target's body; returns the output to send now. Once the
+    /// tag is in, lol_html is ended (it writes out what it still buffers, a tag cut at
+    /// the chunk's end, as it is) and the rest of the document passes untouched: parsing
+    /// a page's body for nothing was a quarter of the cost of injecting.
+    fn feed(&mut self, coded: Bytes) -> Result<Bytes, BoxError> {
         let plain = match &mut self.decoder {
-            Some(decoder) => {
-                plain = decoder.feed(coded)?;
-                &plain[..]
-            }
+            Some(decoder) => Bytes::from(decoder.feed(&coded)?),
             None => coded,
         };
-        if let Some(rewriter) = &mut self.rewriter {
-            rewriter.write(plain)?;
-        }
-        Ok(self.take(false))
-    }
-
-    /// Ends the document; returns the rest of the output.
-    fn finish(&mut self) -> Result<Bytes, BoxError> {
-        if let Some(decoder) = self.decoder.take() {
-            let rest = decoder.finish()?;
-            if let Some(rewriter) = &mut self.rewriter {
-                rewriter.write(&rest)?;
-            }
+        let Some(rewriter) = &mut self.rewriter else {
+            return Ok(plain);
+        };
+        rewriter.write(&plain)?;
+        let out = self.take(false);
+        if self.held.is_some() {
+            return Ok(out);
         }
         if let Some(rewriter) = self.rewriter.take() {
             rewriter.end()?;
         }
+        Ok(join(out, self.take(false)))
+    }
+
+    /// Ends the document; returns the rest of the output.
+    fn finish(&mut self) -> Result<Bytes, BoxError> {
+        let rest = match self.decoder.take() {
+            Some(decoder) => Bytes::from(decoder.finish()?),
+            None => Bytes::new(),
+        };
+        let Some(mut rewriter) = self.rewriter.take() else {
+            return Ok(rest);
+        };
+        rewriter.write(&rest)?;
+        rewriter.end()?;
         Ok(self.take(true))
     }
 
@@ -445,16 +452,17 @@ impl Injecting {
             // An empty document is no document to script.
             return Bytes::new();
         }
-        let (at, other) = match place {
-            Place::AfterHead => (Some(&self.markers.head), &self.markers.html),
-            Place::AfterHtml => (Some(&self.markers.html), &self.markers.head),
-            _ => (None, &self.markers.html),
+        // Each marker was put in once, near the top: the tag takes the chosen one's
+        // place, the other goes.
+        let (head, html) = (self.markers.head.as_bytes(), self.markers.html.as_bytes());
+        let tag = self.tag.as_bytes();
+        let (head_with, html_with): (&[u8], &[u8]) = match place {
+            Place::AfterHead => (tag, b""),
+            Place::AfterHtml => (b"", tag),
+            _ => (b"", b""),
         };
-        let mut doc = replace_all(&held, other.as_bytes(), b"");
-        doc = match at {
-            Some(marker) => replace_all(&doc, marker.as_bytes(), self.tag.as_bytes()),
-            None => replace_all(&doc, self.markers.head.as_bytes(), b""),
-        };
+        let mut doc = replace_once(&held, head, head_with);
+        doc = replace_once(&doc, html, html_with);
         if place == Place::Prepend {
             doc.splice(0..0, self.tag.bytes());
         }
@@ -462,17 +470,27 @@ impl Injecting {
     }
 }
 
-/// `haystack` with every `needle` replaced by `with`.
-fn replace_all(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
+/// `haystack` with its first `needle` (if any) replaced by `with`.
+fn replace_once(haystack: &[u8], needle: &[u8], with: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(haystack.len() + with.len());
-    let mut rest = haystack;
-    while let Some(at) = rest.windows(needle.len()).position(|w| w == needle) {
-        out.extend_from_slice(&rest[..at]);
-        out.extend_from_slice(with);
-        rest = &rest[at + needle.len()..];
+    match memchr::memmem::find(haystack, needle) {
+        Some(at) => {
+            out.extend_from_slice(&haystack[..at]);
+            out.extend_from_slice(with);
+            out.extend_from_slice(&haystack[at + needle.len()..]);
+        }
+        None => out.extend_from_slice(haystack),
     }
-    out.extend_from_slice(rest);
     out
+}
+
+/// `a` then `b`, copied only when both have bytes.
+fn join(a: Bytes, b: Bytes) -> Bytes {
+    match (a.is_empty(), b.is_empty()) {
+        (true, _) => b,
+        (_, true) => a,
+        _ => [a, b].concat().into(),
+    }
 }
 
 impl Body for Injecting {
@@ -492,7 +510,7 @@ impl Body for Injecting {
                 // Trailers of a rewritten document are dropped: any digest in them is
                 // of the target's bytes.
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => this.feed(&data),
+                    Ok(data) => this.feed(data),
                     Err(_) => continue,
                 },
                 Some(Err(e)) => Err(e),
