@@ -79,8 +79,8 @@ const EXAMPLES: &str = r#"
 # env = { PORT = "5173" }
 # ready = { port = 5173 }        # or { log = "ready in" }, { http = "http://…/health" }
 
-# A dev proxy in front of a dev server: logs traffic and captures browser errors
-# (validated; not run by this version yet).
+# A dev proxy in front of a dev server: logs its traffic and the page's JavaScript
+# errors (`corral proxy web --log`, and the agent's proxy_log tool).
 # [proxies.web]
 # target = "http://127.0.0.1:5173"   # the dev server
 # listen = "127.0.0.1:4173"          # open this in the browser (default: a free port)

@@ -88,23 +88,23 @@ kinds! {
     DaemonContainmentFailed => "daemon.containment_failed",
     /// The journal writer fell behind and lost events.
     JournalLagged => "journal.lagged",
-    /// Planned: a dev process is being spawned.
+    /// A dev process is being spawned.
     ProcessStarting => "process.starting",
-    /// Planned: a dev process passed its readiness check.
+    /// A dev process passed its readiness check.
     ProcessReady => "process.ready",
-    /// Planned: a dev process exited on its own with success.
+    /// A dev process exited on its own with success.
     ProcessExited => "process.exited",
-    /// Planned: a dev process died.
+    /// A dev process died.
     ProcessCrashed => "process.crashed",
-    /// Planned: a dev process could not be started.
+    /// A dev process could not be started.
     ProcessStartFailed => "process.start_failed",
-    /// Planned: a dev process stopped on request.
+    /// A dev process stopped on request.
     ProcessStopped => "process.stopped",
-    /// Planned: a dev process is restarted after a delay.
+    /// A dev process is restarted after a delay.
     ProcessRestarting => "process.restarting",
-    /// Planned: the crash-loop breaker gave up on a dev process.
+    /// The crash-loop breaker gave up on a dev process.
     ProcessGaveUp => "process.gave_up",
-    /// Planned: a scanned error line in a log.
+    /// A scanned error line in a process's output or a server's stderr.
     Alert => "alert",
     /// A dev proxy listens (listen address, target, url).
     ProxyStarted => "proxy.started",

@@ -123,8 +123,7 @@ pub struct DaemonStatus {
     pub http_sessions: usize,
 }
 
-/// The `ps` reply: the daemon, its servers, and (planned, absent until then) its dev
-/// processes.
+/// The `ps` reply: the daemon, its servers, its dev processes and its dev proxies.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PsReply {

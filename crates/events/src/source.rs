@@ -2,8 +2,9 @@
 //!
 //! The strings are public (ARCHITECTURE.md, "Contracts: Events"): `server:NAME` for one
 //! of the project's MCP servers; `corral` for Corral itself (the daemon, its agents, the
-//! journal); `gateway` for the aggregation of the servers' tools. Planned: `process:NAME`
-//! (a dev process), `proxy:NAME` (a dev proxy), `browser`. [`Source`]'s `Display` is that
+//! journal); `gateway` for the aggregation of the servers' tools; `process:NAME` (a dev
+//! process), `proxy:NAME` (a dev proxy), `browser` (the pages behind a dev proxy).
+//! [`Source`]'s `Display` is that
 //! string and [`Source::parse`] reads it back; this module is the one place that knows
 //! the format.
 
@@ -24,11 +25,11 @@ pub enum Source {
     Gateway,
     /// One MCP server, by its config name (`server:NAME`).
     Server(String),
-    /// Planned: one dev process, by its config name (`process:NAME`).
+    /// One dev process, by its config name (`process:NAME`).
     Process(String),
-    /// Planned: one dev proxy, by its config name (`proxy:NAME`).
+    /// One dev proxy, by its config name (`proxy:NAME`).
     Proxy(String),
-    /// Planned: the browser pages behind a dev proxy (`browser`).
+    /// The browser pages behind a dev proxy (`browser`).
     Browser,
 }
 
