@@ -248,6 +248,11 @@ impl Proxy {
         self.shared.origin()
     }
 
+    /// When it started listening: what its log holds from before is not this run's.
+    pub fn started_at(&self) -> SystemTime {
+        self.started_at
+    }
+
     pub fn traffic(&self) -> &traffic::TrafficLog {
         &self.shared.traffic
     }

@@ -134,6 +134,9 @@ pub struct Life {
     pub restarts: u32,
     /// Runs spawned so far: the current run's number.
     pub runs: u32,
+    /// When the current (or last) run was spawned: what came before it is history
+    /// (`get_errors` starts each source's window here).
+    pub run_started: Option<SystemTime>,
     /// Why the last run died or failed to start (short; no output lines).
     pub last_error: Option<String>,
     /// The output tail of that run.
@@ -264,6 +267,7 @@ impl Unit {
             since: SystemTime::now(),
             restarts: 0,
             runs: 0,
+            run_started: None,
             last_error: None,
             last_tail: Vec::new(),
             last_exit: None,
@@ -567,6 +571,7 @@ impl<R: Role> Actor<R> {
         let mut runs = 0;
         self.set_phase(Phase::Starting { pid: Some(pid) }, |l| {
             l.runs += 1;
+            l.run_started = Some(SystemTime::now());
             runs = l.runs;
         });
         unit.log_run_header(pid, runs);

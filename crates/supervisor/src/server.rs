@@ -51,6 +51,9 @@ pub struct ServerStatus {
     /// When the current instance became ready.
     #[serde(skip)]
     pub ready_at: Option<SystemTime>,
+    /// When the current (or last) instance was spawned.
+    #[serde(skip)]
+    pub run_started: Option<SystemTime>,
     pub restarts: u32,
     /// Why the last instance died or failed to start (short; no stderr).
     pub last_error: Option<String>,
@@ -320,6 +323,7 @@ impl ServerHandle {
             pid: life.pid(),
             since: life.since,
             ready_at: life.ready_at(),
+            run_started: life.run_started,
             restarts: life.restarts,
             last_error: life.last_error.clone(),
             last_stderr_tail: life.last_tail.clone(),
