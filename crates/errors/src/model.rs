@@ -1,0 +1,168 @@
+//! What the caller gathers: observations and what it knows about each source.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+/// How bad it is. Ordered: `Warning < Error`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The HTTP request an observation is about (a proxied request, a browser `fetch`).
+/// Typed, because the noise filter decides on it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Http {
+    pub method: String,
+    /// As requested: path and query (`/api/users?page=2`); the noise rules look at the
+    /// path without the query.
+    pub path: String,
+    /// `None` when no response came (connection refused, reset, timeout).
+    pub status: Option<u16>,
+}
+
+impl Http {
+    pub fn new(method: impl Into<String>, path: impl Into<String>, status: Option<u16>) -> Self {
+        Http {
+            method: method.into(),
+            path: path.into(),
+            status,
+        }
+    }
+
+    /// The path without `?query` and `#fragment`.
+    pub fn bare_path(&self) -> &str {
+        let end = self.path.find(['?', '#']).unwrap_or(self.path.len());
+        &self.path[..end]
+    }
+}
+
+/// One thing that went wrong, as the caller recorded it: an alert, a crash, a process
+/// exit, a browser error, a failed request. The caller may already have folded
+/// repeats into one (`count`, `first_seen`, `last_seen`); [`report`](crate::report)
+/// folds further.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observation {
+    /// `server:NAME`, `process:NAME`, `proxy:NAME` or `browser`.
+    pub source: String,
+    /// A short kind, shown in brackets after the source: `crash`, `start_failed`,
+    /// `exit`, an alert rule (`python.traceback`), `js`, `console`, `rejection`,
+    /// `fetch`, `http`, `transport`.
+    pub category: String,
+    pub severity: Severity,
+    /// The decisive line, chosen by the caller (`ValueError: …`, `GET /api → 500`).
+    pub message: String,
+    /// Where to look: `src/components/UserList.tsx:28:12`, `app.py:12`.
+    pub location: Option<String>,
+    /// Extra `name: value` lines shown after the location, in order: `("page", URL)`.
+    pub context: Vec<(String, String)>,
+    /// Set when the observation is about an HTTP request; the noise filter only
+    /// applies its built-in rules to these.
+    pub http: Option<Http>,
+    pub first_seen: SystemTime,
+    pub last_seen: SystemTime,
+    /// Occurrences already folded into this observation (0 is taken as 1).
+    pub count: u64,
+    /// Every field of the original record, for `raw` output.
+    pub raw: serde_json::Value,
+}
+
+impl Observation {
+    /// One occurrence at `at`; the builder methods below add the rest.
+    pub fn new(
+        source: impl Into<String>,
+        category: impl Into<String>,
+        severity: Severity,
+        message: impl Into<String>,
+        at: SystemTime,
+    ) -> Self {
+        Observation {
+            source: source.into(),
+            category: category.into(),
+            severity,
+            message: message.into(),
+            location: None,
+            context: Vec::new(),
+            http: None,
+            first_seen: at,
+            last_seen: at,
+            count: 1,
+            raw: serde_json::Value::Null,
+        }
+    }
+
+    pub fn location(mut self, location: impl Into<String>) -> Self {
+        self.location = Some(location.into());
+        self
+    }
+
+    pub fn context(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.context.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn http(mut self, http: Http) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// `count` occurrences, the first at `first_seen` (the last is the `at` given to
+    /// [`Observation::new`]).
+    pub fn repeated(mut self, count: u64, first_seen: SystemTime) -> Self {
+        self.count = count;
+        self.first_seen = first_seen;
+        self
+    }
+
+    pub fn raw(mut self, raw: serde_json::Value) -> Self {
+        self.raw = raw;
+        self
+    }
+}
+
+/// What the caller knows about one source it consulted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SourceInfo {
+    /// `server:NAME`, `process:NAME`, `proxy:NAME` or `browser`.
+    pub source: String,
+    /// Its last (re)start: errors before it are history, not the current state.
+    /// `None`: no start known, everything the caller gathered counts.
+    pub boundary: Option<SystemTime>,
+    /// Set when it is down right now (crashed, gave up, failed to start): this
+    /// observation is listed whatever the boundary, `since` or limit.
+    pub down: Option<Observation>,
+}
+
+impl SourceInfo {
+    pub fn new(source: impl Into<String>, boundary: Option<SystemTime>) -> Self {
+        SourceInfo {
+            source: source.into(),
+            boundary,
+            down: None,
+        }
+    }
+
+    pub fn down(mut self, observation: Observation) -> Self {
+        self.down = Some(observation);
+        self
+    }
+}

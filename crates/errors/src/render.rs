@@ -1,0 +1,368 @@
+//! The report as text for agents, colored text for humans, and JSON.
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use serde_json::{Map, Value, json};
+
+use crate::model::Severity;
+use crate::report::{Boundary, Entry, Report};
+
+/// Longest message, location or context value shown in text (in characters; longer
+/// ones are cut with `…`). JSON carries them whole.
+pub const MAX_TEXT: usize = 200;
+
+/// ANSI styling, or none.
+struct Style {
+    ansi: bool,
+}
+
+impl Style {
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.ansi {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+    fn bold(&self, t: &str) -> String {
+        self.paint("1", t)
+    }
+    fn dim(&self, t: &str) -> String {
+        self.paint("2", t)
+    }
+    fn severity(&self, severity: Severity, t: &str) -> String {
+        match severity {
+            Severity::Error => self.paint("1;31", t),
+            Severity::Warning => self.paint("33", t),
+        }
+    }
+    fn green(&self, t: &str) -> String {
+        self.paint("32", t)
+    }
+}
+
+impl Report {
+    /// Compact text for agents:
+    ///
+    /// ```text
+    /// 2 errors, 1 warning (sources: server:files, process:web, browser; since each one's last start)
+    /// [browser:js] TypeError (3x, latest 12s ago) #a1b2c3d4
+    ///   Cannot read properties of null (reading 'foo')
+    ///   → src/components/UserList.tsx:28:12
+    ///   page: http://localhost:4173/users
+    /// (4 more not shown: raise limit; 7 hidden as noise: redirects, hot reload)
+    /// ```
+    ///
+    /// An entry's title is the error's class when the message starts with one
+    /// (`TypeError: …`: the rest goes on the next line), else the whole message. The
+    /// parenthesis says `down` when the source is down now, `warning` for warnings,
+    /// the count when more than one, and the age of the latest. When nothing is
+    /// listed: `No errors since …` with the window and the sources.
+    pub fn text(&self) -> String {
+        self.render(&Style { ansi: false })
+    }
+
+    /// [`Report::text`] with ANSI colors for a terminal: errors red, warnings yellow,
+    /// ids and footnotes dim.
+    pub fn colored(&self) -> String {
+        self.render(&Style { ansi: true })
+    }
+
+    fn render(&self, style: &Style) -> String {
+        let mut out = String::new();
+        if self.entries.is_empty() && self.errors == 0 {
+            out.push_str(&style.green(&self.clean_line()));
+        } else {
+            out.push_str(&style.bold(&self.header_line()));
+        }
+        out.push('\n');
+        for entry in &self.entries {
+            self.render_entry(entry, style, &mut out);
+        }
+        let mut notes = Vec::new();
+        if self.truncated > 0 {
+            notes.push(format!("{} more not shown: raise limit", self.truncated));
+        }
+        if self.warnings_not_shown > 0 {
+            notes.push(format!(
+                "{} not shown: warnings are off",
+                plural(self.warnings_not_shown as u64, "warning")
+            ));
+        }
+        if self.hidden > 0 {
+            let reasons: Vec<&str> = self.hidden_by.iter().map(|(r, _)| *r).collect();
+            notes.push(format!(
+                "{} hidden as noise: {}",
+                self.hidden,
+                reasons.join(", ")
+            ));
+        }
+        if !notes.is_empty() {
+            out.push_str(&style.dim(&format!("({})", notes.join("; "))));
+            out.push('\n');
+        }
+        out
+    }
+
+    fn header_line(&self) -> String {
+        let mut line = format!(
+            "{}, {} (sources: {}; {}",
+            plural(self.errors as u64, "error"),
+            plural(self.warnings as u64, "warning"),
+            self.sources_list(),
+            self.window()
+        );
+        self.push_unavailable(&mut line);
+        line.push(')');
+        line
+    }
+
+    fn clean_line(&self) -> String {
+        let mut line = match &self.boundary {
+            Boundary::Since(since) => format!(
+                "No errors since {} ({} ago; sources: {}",
+                humantime::format_rfc3339_seconds(*since),
+                age(self.now, *since),
+                self.sources_list()
+            ),
+            Boundary::LastStart(starts) if starts.iter().any(|(_, s)| s.is_some()) => {
+                let list: Vec<String> = starts
+                    .iter()
+                    .map(|(source, start)| match start {
+                        Some(start) => format!("{source} {} ago", age(self.now, *start)),
+                        None => source.clone(),
+                    })
+                    .collect();
+                format!(
+                    "No errors since each source's last start ({}",
+                    list.join(", ")
+                )
+            }
+            Boundary::LastStart(_) => format!("No errors (sources: {}", self.sources_list()),
+        };
+        self.push_unavailable(&mut line);
+        line.push_str(").");
+        line
+    }
+
+    fn sources_list(&self) -> String {
+        if self.consulted.is_empty() {
+            "none".to_owned()
+        } else {
+            self.consulted.join(", ")
+        }
+    }
+
+    fn window(&self) -> String {
+        match &self.boundary {
+            Boundary::Since(since) => format!(
+                "since {}, {} ago",
+                humantime::format_rfc3339_seconds(*since),
+                age(self.now, *since)
+            ),
+            Boundary::LastStart(starts) if starts.iter().any(|(_, s)| s.is_some()) => {
+                "since each one's last start".to_owned()
+            }
+            Boundary::LastStart(_) => "everything recorded".to_owned(),
+        }
+    }
+
+    fn push_unavailable(&self, line: &mut String) {
+        if self.unavailable.is_empty() {
+            return;
+        }
+        let list: Vec<String> = self
+            .unavailable
+            .iter()
+            .map(|(source, why)| format!("{source} ({why})"))
+            .collect();
+        let _ = write!(line, "; unavailable: {}", list.join(", "));
+    }
+
+    fn render_entry(&self, e: &Entry, style: &Style, out: &mut String) {
+        let (title, rest) = match e.class() {
+            Some((class, rest)) => (class, Some(rest)),
+            None => (e.message.as_str(), None),
+        };
+        let mut facts = Vec::new();
+        if e.down {
+            facts.push("down".to_owned());
+        }
+        if e.severity == Severity::Warning {
+            facts.push("warning".to_owned());
+        }
+        if e.count > 1 {
+            facts.push(format!("{}x", e.count));
+            facts.push(format!("latest {} ago", age(self.now, e.last_seen)));
+        } else {
+            facts.push(format!("{} ago", age(self.now, e.last_seen)));
+        }
+        let tag = format!("[{}:{}]", e.source, e.category);
+        let _ = writeln!(
+            out,
+            "{} {} ({}) {}",
+            style.severity(e.severity, &tag),
+            one_line(title),
+            facts.join(", "),
+            style.dim(&format!("#{}", e.id))
+        );
+        if let Some(rest) = rest {
+            let _ = writeln!(out, "  {}", one_line(rest));
+        }
+        if let Some(location) = &e.location {
+            let _ = writeln!(out, "  → {}", one_line(location));
+        }
+        for (name, value) in &e.context {
+            let _ = writeln!(out, "  {}: {}", one_line(name), one_line(value));
+        }
+    }
+
+    /// Every field, times in RFC 3339 with milliseconds. `raw`: each entry also
+    /// carries the raw records it was folded from (`"raw": [...]`).
+    ///
+    /// ```json
+    /// { "errors": 2, "warnings": 1, "shown": 3, "truncated": 0, "warnings_not_shown": 0,
+    ///   "hidden_as_noise": 7, "hidden_by": {"redirects": 3, "hot reload": 4}, "consulted": ["server:files"],
+    ///   "unavailable": [{"source": "proxy", "reason": "needs the daemon"}],
+    ///   "boundary": {"kind": "last_start", "sources": [{"source": "server:files", "start": "…"}]}
+    ///            or {"kind": "since", "since": "…"},
+    ///   "now": "…", "entries": [{ "id", "source", "category", "severity", "message",
+    ///   "location", "context": {name: value}, "http": {method, path, status} | null,
+    ///   "count", "first_seen", "last_seen", "down" }] }
+    /// ```
+    pub fn json(&self, raw: bool) -> Value {
+        let boundary = match &self.boundary {
+            Boundary::Since(since) => json!({ "kind": "since", "since": time(*since) }),
+            Boundary::LastStart(starts) => json!({
+                "kind": "last_start",
+                "sources": starts
+                    .iter()
+                    .map(|(source, start)| json!({
+                        "source": source,
+                        "start": start.map(time),
+                    }))
+                    .collect::<Vec<_>>(),
+            }),
+        };
+        let entries: Vec<Value> = self
+            .entries
+            .iter()
+            .map(|e| {
+                let mut context = Map::new();
+                for (name, value) in &e.context {
+                    context.insert(name.clone(), Value::String(value.clone()));
+                }
+                let mut v = json!({
+                    "id": e.id,
+                    "source": e.source,
+                    "category": e.category,
+                    "severity": e.severity,
+                    "message": e.message,
+                    "location": e.location,
+                    "context": context,
+                    "http": e.http,
+                    "count": e.count,
+                    "first_seen": time(e.first_seen),
+                    "last_seen": time(e.last_seen),
+                    "down": e.down,
+                });
+                if raw {
+                    v["raw"] = Value::Array(e.raw.clone());
+                }
+                v
+            })
+            .collect();
+        json!({
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "shown": self.entries.len(),
+            "truncated": self.truncated,
+            "warnings_not_shown": self.warnings_not_shown,
+            "hidden_as_noise": self.hidden,
+            "hidden_by": self
+                .hidden_by
+                .iter()
+                .map(|(reason, n)| (reason.to_string(), json!(n)))
+                .collect::<Map<_, _>>(),
+            "consulted": self.consulted,
+            "unavailable": self
+                .unavailable
+                .iter()
+                .map(|(source, reason)| json!({ "source": source, "reason": reason }))
+                .collect::<Vec<_>>(),
+            "boundary": boundary,
+            "now": time(self.now),
+            "entries": entries,
+        })
+    }
+}
+
+fn time(t: SystemTime) -> String {
+    humantime::format_rfc3339_millis(t).to_string()
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// How long before `now`, in the largest whole unit: `12s`, `3m`, `2h`, `5d` (floored;
+/// a time after `now`, from a skewed clock, is `0s`).
+pub fn age(now: SystemTime, then: SystemTime) -> String {
+    let secs = now.duration_since(then).unwrap_or(Duration::ZERO).as_secs();
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m", secs / 60),
+        3600..86_400 => format!("{}h", secs / 3600),
+        _ => format!("{}d", secs / 86_400),
+    }
+}
+
+/// On one line (control characters, newlines included, become spaces) and at most
+/// [`MAX_TEXT`] characters, cut with `…`.
+fn one_line(text: &str) -> String {
+    let text = text.trim();
+    let clean = text.chars().map(|c| if c.is_control() { ' ' } else { c });
+    if text.chars().count() <= MAX_TEXT {
+        clean.collect()
+    } else {
+        let mut cut: String = clean.take(MAX_TEXT - 1).collect();
+        cut.push('…');
+        cut
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages_use_the_largest_whole_unit() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let ago = |s| age(now, now - Duration::from_secs(s));
+        assert_eq!(ago(0), "0s");
+        assert_eq!(ago(12), "12s");
+        assert_eq!(ago(59), "59s");
+        assert_eq!(ago(60), "1m");
+        assert_eq!(ago(200), "3m");
+        assert_eq!(ago(3599), "59m");
+        assert_eq!(ago(7300), "2h");
+        assert_eq!(ago(5 * 86_400 + 7), "5d");
+        assert_eq!(age(now, now + Duration::from_secs(5)), "0s");
+    }
+
+    #[test]
+    fn one_line_cuts_at_200_chars() {
+        assert_eq!(one_line("a\nb\tc"), "a b c");
+        let exact = "x".repeat(MAX_TEXT);
+        assert_eq!(one_line(&exact), exact);
+        let long = "é".repeat(MAX_TEXT + 1);
+        let cut = one_line(&long);
+        assert_eq!(cut.chars().count(), MAX_TEXT);
+        assert!(cut.ends_with("é…"));
+    }
+}

@@ -1,0 +1,475 @@
+//! Observations in, report out: window, noise, dedup, ranking, limit.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use crate::model::{Http, Observation, Severity, SourceInfo};
+use crate::noise::NoiseFilter;
+use crate::query::Query;
+
+/// The stable id of an entry: 8 hex digits of FNV-1a 64 (folded to 32 bits) over
+/// source, category, message and location, each followed by a `0xff` separator
+/// (a byte UTF-8 never contains, so `("ab", "c")` and `("a", "bc")` differ); nothing
+/// is fed for a missing location. Hand-written, not std's `DefaultHasher`, whose
+/// output may change between Rust releases: the id is shown to agents ("a1b2c3d4 is
+/// gone now") and must be the same across calls, runs and toolchains.
+///
+/// It is the same function as `corral_alerts::alert_id`, so an alert listed by
+/// `get_errors` (its rule as the category) keeps the id it has everywhere else.
+pub fn entry_id(source: &str, category: &str, message: &str, location: Option<&str>) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for &b in bytes {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+        h ^= 0xff;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    };
+    eat(source.as_bytes());
+    eat(category.as_bytes());
+    eat(message.as_bytes());
+    if let Some(location) = location {
+        eat(location.as_bytes());
+    }
+    format!("{:08x}", (h ^ (h >> 32)) as u32)
+}
+
+/// One distinct problem: every observation with the same source, category, message
+/// and location, folded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// See [`entry_id`].
+    pub id: String,
+    pub source: String,
+    pub category: String,
+    /// The worst of the folded observations.
+    pub severity: Severity,
+    pub message: String,
+    pub location: Option<String>,
+    /// Of the most recent observation.
+    pub context: Vec<(String, String)>,
+    /// Of the most recent observation.
+    pub http: Option<Http>,
+    /// The sum of the observations' counts.
+    pub count: u64,
+    pub first_seen: SystemTime,
+    pub last_seen: SystemTime,
+    /// The source is down right now and this is why.
+    pub down: bool,
+    /// The raw records of the folded observations, oldest first (`null`s left out).
+    pub raw: Vec<serde_json::Value>,
+}
+
+impl Entry {
+    /// The error's class when the message starts with one (`TypeError: …`,
+    /// `Uncaught ValueError: …`, `panic: …`), and the rest of the message; `None`
+    /// when it does not (then the message is its own title).
+    pub fn class(&self) -> Option<(&str, &str)> {
+        split_class(&self.message)
+    }
+}
+
+fn split_class(message: &str) -> Option<(&str, &str)> {
+    let m = message
+        .strip_prefix("Uncaught (in promise) ")
+        .or_else(|| message.strip_prefix("Uncaught "))
+        .unwrap_or(message);
+    let (head, rest) = m.split_once(": ")?;
+    let rest = rest.trim();
+    let is_name = head.len() <= 80
+        && head.starts_with(|c: char| c.is_ascii_alphabetic())
+        && head
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '$' | ':'));
+    let is_class = head == "panic"
+        || [
+            "Error",
+            "Exception",
+            "Warning",
+            "Exit",
+            "Interrupt",
+            "Fault",
+        ]
+        .iter()
+        .any(|suffix| head.ends_with(suffix));
+    (is_name && is_class && !rest.is_empty()).then_some((head, rest))
+}
+
+/// How the time window was chosen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Boundary {
+    /// Each consulted source since its own last (re)start; `None`: no start known,
+    /// everything gathered counted.
+    LastStart(Vec<(String, Option<SystemTime>)>),
+    /// Every source since this time (the query's `since`).
+    Since(SystemTime),
+}
+
+/// What is broken right now. Render with [`Report::text`], [`Report::colored`] or
+/// [`Report::json`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Report {
+    /// Ranked: down sources first, then errors before warnings, then most recent
+    /// first, then by id.
+    pub entries: Vec<Entry>,
+    /// Distinct errors and warnings in the window (before `include_warnings` and the
+    /// limit, so these are the true totals).
+    pub errors: usize,
+    pub warnings: usize,
+    /// The sources looked at: the `sources` given, then any other source an
+    /// observation named, in that order, each only if the query's source filter
+    /// admits it.
+    pub consulted: Vec<String>,
+    /// Sources that could not be consulted and why, e.g. `("proxy", "needs the
+    /// daemon")`. [`report`] leaves it empty: the caller sets it.
+    pub unavailable: Vec<(String, String)>,
+    pub boundary: Boundary,
+    /// Occurrences (sums of counts) in the window hidden as noise.
+    pub hidden: u64,
+    /// The same by reason ([`NoiseFilter::REASONS`](crate::NoiseFilter::REASONS)
+    /// order), only the reasons that hid something.
+    pub hidden_by: Vec<(&'static str, u64)>,
+    /// Warnings left out because the query's `include_warnings` is off.
+    pub warnings_not_shown: usize,
+    /// Entries beyond the limit.
+    pub truncated: usize,
+    /// When the report was made; ages in the text are relative to it.
+    pub now: SystemTime,
+}
+
+/// Builds the report:
+///
+/// 1. Source filter: observations and down sources the query's filter does not admit
+///    are left out (not counted anywhere).
+/// 2. Window: an observation counts if its `last_seen` is at or after its source's
+///    boundary ([`SourceInfo::boundary`], none: always), or at or after the query's
+///    `since`, which overrides every boundary. A down source's observation counts
+///    whatever the window.
+/// 3. Noise: the query's [`NoiseFilter`](crate::NoiseFilter) hides observations (not
+///    down ones), counted in [`Report::hidden`].
+/// 4. Dedup by (source, category, message, location): counts summed, first seen the
+///    earliest, last seen the latest, severity the worst, context and http of the
+///    latest, raw records of all.
+/// 5. Rank (see [`Report::entries`]), then drop warnings if `include_warnings` is off,
+///    then cut at `limit`. Down entries survive both (they are first, so the limit
+///    only grows when more sources are down than it allows).
+pub fn report(
+    observations: Vec<Observation>,
+    sources: &[SourceInfo],
+    query: &Query,
+    now: SystemTime,
+) -> Report {
+    let wanted = |source: &str| query.source.as_ref().is_none_or(|f| f.matches(source));
+
+    let mut consulted: Vec<String> = Vec::new();
+    let mut boundaries: HashMap<&str, Option<SystemTime>> = HashMap::new();
+    for info in sources {
+        boundaries.entry(&info.source).or_insert(info.boundary);
+        if wanted(&info.source) && !consulted.contains(&info.source) {
+            consulted.push(info.source.clone());
+        }
+    }
+    for obs in &observations {
+        if wanted(&obs.source) && !consulted.contains(&obs.source) {
+            consulted.push(obs.source.clone());
+        }
+    }
+
+    let mut hidden_by: Vec<(&'static str, u64)> = Vec::new();
+    let mut kept: Vec<(Observation, bool)> = Vec::new();
+    for obs in observations {
+        if !wanted(&obs.source) {
+            continue;
+        }
+        let start = match query.since {
+            Some(since) => Some(since),
+            None => boundaries.get(obs.source.as_str()).copied().flatten(),
+        };
+        if start.is_some_and(|start| obs.last_seen < start) {
+            continue;
+        }
+        if let Some(reason) = query.noise.reason(&obs) {
+            match hidden_by.iter_mut().find(|(r, _)| *r == reason) {
+                Some((_, n)) => *n += obs.count.max(1),
+                None => hidden_by.push((reason, obs.count.max(1))),
+            }
+            continue;
+        }
+        kept.push((obs, false));
+    }
+    for info in sources {
+        if let Some(down) = &info.down
+            && wanted(&info.source)
+        {
+            kept.push((down.clone(), true));
+        }
+    }
+    // Oldest first, so that folding leaves the latest context and raw records in order.
+    kept.sort_by_key(|(obs, _)| obs.last_seen);
+
+    type Key = (String, String, String, Option<String>);
+    let mut index: HashMap<Key, usize> = HashMap::new();
+    let mut entries: Vec<Entry> = Vec::new();
+    for (obs, down) in kept {
+        let key = (
+            obs.source.clone(),
+            obs.category.clone(),
+            obs.message.clone(),
+            obs.location.clone(),
+        );
+        let count = obs.count.max(1);
+        match index.get(&key) {
+            Some(&i) => {
+                let e = &mut entries[i];
+                e.count += count;
+                e.first_seen = e.first_seen.min(obs.first_seen);
+                e.last_seen = e.last_seen.max(obs.last_seen);
+                e.severity = e.severity.max(obs.severity);
+                e.context = obs.context;
+                e.http = obs.http;
+                e.down |= down;
+                if !obs.raw.is_null() {
+                    e.raw.push(obs.raw);
+                }
+            }
+            None => {
+                index.insert(key, entries.len());
+                entries.push(Entry {
+                    id: entry_id(
+                        &obs.source,
+                        &obs.category,
+                        &obs.message,
+                        obs.location.as_deref(),
+                    ),
+                    source: obs.source,
+                    category: obs.category,
+                    severity: obs.severity,
+                    message: obs.message,
+                    location: obs.location,
+                    context: obs.context,
+                    http: obs.http,
+                    count,
+                    first_seen: obs.first_seen.min(obs.last_seen),
+                    last_seen: obs.last_seen,
+                    down,
+                    raw: if obs.raw.is_null() {
+                        Vec::new()
+                    } else {
+                        vec![obs.raw]
+                    },
+                });
+            }
+        }
+    }
+
+    hidden_by.sort_by_key(|(reason, _)| NoiseFilter::REASONS.iter().position(|r| r == reason));
+    let hidden = hidden_by.iter().map(|(_, n)| n).sum();
+
+    let errors = entries
+        .iter()
+        .filter(|e| e.severity == Severity::Error)
+        .count();
+    let warnings = entries.len() - errors;
+    rank(&mut entries);
+
+    let before = entries.len();
+    if !query.include_warnings {
+        entries.retain(|e| e.down || e.severity == Severity::Error);
+    }
+    let warnings_not_shown = before - entries.len();
+    let downs = entries.iter().filter(|e| e.down).count();
+    let keep = query.limit.max(downs);
+    let truncated = entries.len().saturating_sub(keep);
+    entries.truncate(keep);
+
+    let boundary = match query.since {
+        Some(since) => Boundary::Since(since),
+        None => Boundary::LastStart(
+            consulted
+                .iter()
+                .map(|s| (s.clone(), boundaries.get(s.as_str()).copied().flatten()))
+                .collect(),
+        ),
+    };
+
+    Report {
+        entries,
+        errors,
+        warnings,
+        consulted,
+        unavailable: Vec::new(),
+        boundary,
+        hidden,
+        hidden_by,
+        warnings_not_shown,
+        truncated,
+        now,
+    }
+}
+
+/// Down first, then errors before warnings, then most recent first, then by id (so
+/// equal entries come out in the same order every time).
+pub(crate) fn rank(entries: &mut [Entry]) {
+    entries.sort_by(|a, b| {
+        b.down
+            .cmp(&a.down)
+            .then(b.severity.cmp(&a.severity))
+            .then(b.last_seen.cmp(&a.last_seen))
+            .then_with(|| a.id.cmp(&b.id))
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn at(secs: u64) -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000 + secs)
+    }
+
+    #[test]
+    fn entry_id_is_pinned() {
+        // Pinned: ids are shown to agents and must never change. This is also what
+        // corral_alerts::alert_id gives for the same four strings.
+        assert_eq!(
+            entry_id(
+                "process:web",
+                "python.traceback",
+                "ValueError: x",
+                Some("a.py:1")
+            ),
+            "e33d725a"
+        );
+        assert_eq!(entry_id("browser", "js", "TypeError: y", None), "010fa347");
+    }
+
+    #[test]
+    fn entry_id_depends_on_every_part_and_their_boundaries() {
+        let base = entry_id("a", "b", "c", Some("d"));
+        assert_eq!(base, entry_id("a", "b", "c", Some("d")));
+        assert_eq!(base.len(), 8);
+        assert!(base.bytes().all(|b| b.is_ascii_hexdigit()));
+        for other in [
+            entry_id("x", "b", "c", Some("d")),
+            entry_id("a", "x", "c", Some("d")),
+            entry_id("a", "b", "x", Some("d")),
+            entry_id("a", "b", "c", Some("x")),
+            entry_id("a", "b", "c", None),
+            entry_id("ab", "", "c", Some("d")),
+        ] {
+            assert_ne!(base, other);
+        }
+    }
+
+    #[test]
+    fn dedup_sums_counts_and_spans_times() {
+        let obs = |secs, count| {
+            Observation::new("process:web", "exit", Severity::Error, "exited 1", at(secs))
+                .repeated(count, at(secs.saturating_sub(5)))
+                .context("attempt", secs.to_string())
+                .raw(serde_json::json!({ "at": secs }))
+        };
+        let r = report(
+            vec![obs(50, 2), obs(10, 1), obs(30, 4)],
+            &[],
+            &Query::default(),
+            at(60),
+        );
+        assert_eq!(r.entries.len(), 1);
+        let e = &r.entries[0];
+        assert_eq!(e.count, 7);
+        assert_eq!(e.first_seen, at(5));
+        assert_eq!(e.last_seen, at(50));
+        assert_eq!(e.context, vec![("attempt".into(), "50".into())]);
+        assert_eq!(
+            e.raw,
+            vec![
+                serde_json::json!({ "at": 10 }),
+                serde_json::json!({ "at": 30 }),
+                serde_json::json!({ "at": 50 })
+            ]
+        );
+        assert_eq!((r.errors, r.warnings), (1, 0));
+    }
+
+    #[test]
+    fn dedup_keeps_different_locations_apart() {
+        let obs = |loc: &str| {
+            Observation::new("browser", "js", Severity::Error, "TypeError: x", at(1)).location(loc)
+        };
+        let r = report(
+            vec![obs("a.ts:1"), obs("b.ts:1"), obs("a.ts:1")],
+            &[],
+            &Query::default(),
+            at(2),
+        );
+        assert_eq!(r.entries.len(), 2);
+        assert_eq!(r.entries.iter().map(|e| e.count).sum::<u64>(), 3);
+    }
+
+    #[test]
+    fn ranking_puts_down_then_errors_then_recent_then_id() {
+        let obs = |msg: &str, sev, secs| Observation::new("process:a", "c", sev, msg, at(secs));
+        let down = Observation::new("server:s", "crash", Severity::Error, "died", at(1));
+        let r = report(
+            vec![
+                obs("old error", Severity::Error, 10),
+                obs("new warning", Severity::Warning, 40),
+                obs("new error", Severity::Error, 30),
+                obs("tie b", Severity::Error, 20),
+                obs("tie a", Severity::Error, 20),
+            ],
+            &[SourceInfo::new("server:s", None).down(down)],
+            &Query::default(),
+            at(50),
+        );
+        let order: Vec<&str> = r.entries.iter().map(|e| e.message.as_str()).collect();
+        // Equal in everything but the id: the smaller id first.
+        let tie_first = if entry_id("process:a", "c", "tie a", None)
+            < entry_id("process:a", "c", "tie b", None)
+        {
+            ["tie a", "tie b"]
+        } else {
+            ["tie b", "tie a"]
+        };
+        assert_eq!(
+            order,
+            vec![
+                "died",
+                "new error",
+                tie_first[0],
+                tie_first[1],
+                "old error",
+                "new warning"
+            ]
+        );
+    }
+
+    #[test]
+    fn class_splits_error_kinds_only() {
+        let split = split_class;
+        assert_eq!(
+            split("TypeError: Cannot read properties of null"),
+            Some(("TypeError", "Cannot read properties of null"))
+        );
+        assert_eq!(
+            split("Uncaught (in promise) Error: Request failed"),
+            Some(("Error", "Request failed"))
+        );
+        assert_eq!(
+            split("json.decoder.JSONDecodeError: Expecting value"),
+            Some(("json.decoder.JSONDecodeError", "Expecting value"))
+        );
+        assert_eq!(
+            split("panic: runtime error"),
+            Some(("panic", "runtime error"))
+        );
+        assert_eq!(split("GET /api/users → 500"), None);
+        assert_eq!(split("note: something happened"), None);
+        assert_eq!(split("ValueError:"), None);
+        assert_eq!(split("Some Error: with spaces"), None);
+    }
+}

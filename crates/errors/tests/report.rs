@@ -1,0 +1,388 @@
+//! The product text: a fixed set of recorded observations across every source, with a
+//! fixed `now`, rendered for each kind of query. Every snapshot under `snapshots/` is
+//! what an agent reads; review changes to them as such.
+
+use std::time::SystemTime;
+
+use corral_errors::{
+    Http, NoiseFilter, Observation, Query, Severity, SourceFilter, SourceInfo, parse_since, report,
+};
+use insta::assert_snapshot;
+use serde_json::json;
+
+/// `HH:MM:SS` on the fixture's day.
+fn t(hms: &str) -> SystemTime {
+    humantime::parse_rfc3339(&format!("2026-11-23T{hms}Z")).unwrap()
+}
+
+fn now() -> SystemTime {
+    t("18:30:00")
+}
+
+fn request(
+    severity: Severity,
+    method: &str,
+    path: &str,
+    status: u16,
+    at: SystemTime,
+) -> Observation {
+    Observation::new(
+        "proxy:web",
+        "http",
+        severity,
+        format!("{method} {path} → {status}"),
+        at,
+    )
+    .http(Http::new(method, path, Some(status)))
+    .raw(json!({ "method": method, "path": path, "status": status }))
+}
+
+/// What the sources know: last starts, and the two servers that are down.
+fn sources() -> Vec<SourceInfo> {
+    vec![
+        SourceInfo::new("server:files", Some(t("18:00:00"))).down(
+            Observation::new(
+                "server:files",
+                "crash",
+                Severity::Error,
+                "ValueError: config key 'root' is missing",
+                t("18:20:00"),
+            )
+            .location("files_server.py:42")
+            .context("exit", "code 1 after 20m")
+            .raw(json!({ "event": "server.crashed", "exit_code": 1 })),
+        ),
+        SourceInfo::new("server:search", Some(t("18:25:00"))).down(
+            Observation::new(
+                "server:search",
+                "start_failed",
+                Severity::Error,
+                "failed to start: uvx: No such file or directory (os error 2)",
+                t("18:25:01"),
+            )
+            .context("command", "uvx mcp-search --stdio"),
+        ),
+        SourceInfo::new("server:notes", Some(t("17:00:00"))),
+        SourceInfo::new("process:web", Some(t("18:15:00"))),
+        SourceInfo::new("process:worker", Some(t("18:00:00"))),
+        SourceInfo::new("proxy:web", Some(t("18:15:00"))),
+        SourceInfo::new("browser", None),
+    ]
+}
+
+/// Everything recorded, noise and history included.
+fn observations() -> Vec<Observation> {
+    let traceback = |at: &str, n: u32| {
+        Observation::new(
+            "process:web",
+            "python.traceback",
+            Severity::Error,
+            "ValueError: invalid literal for int() with base 10: 'abc'",
+            t(at),
+        )
+        .location("app.py:12")
+        .raw(json!({ "rule": "python.traceback", "seen": n }))
+    };
+    let js = |at: Observation| {
+        at.location("src/components/UserList.tsx:28:12")
+            .context("page", "http://localhost:4173/users")
+    };
+    vec![
+        // A server alert (a warning).
+        Observation::new(
+            "server:notes",
+            "python.warning",
+            Severity::Warning,
+            "DeprecationWarning: datetime.datetime.utcnow() is deprecated",
+            t("18:29:00"),
+        )
+        .location("notes/store.py:88"),
+        // History: before process:web's restart at 18:15.
+        Observation::new(
+            "process:web",
+            "python.traceback",
+            Severity::Error,
+            "ModuleNotFoundError: No module named 'flask_cors'",
+            t("18:05:00"),
+        )
+        .location("app.py:3"),
+        // The same traceback three times, in separate observations.
+        traceback("18:20:10", 1),
+        traceback("18:24:30", 2),
+        traceback("18:29:48", 3),
+        Observation::new(
+            "process:worker",
+            "exit",
+            Severity::Error,
+            "exited with code 1",
+            t("18:28:00"),
+        )
+        .context("command", "python worker.py"),
+        // The browser: a JS error seen twice, then once more.
+        js(Observation::new(
+            "browser",
+            "js",
+            Severity::Error,
+            "Uncaught TypeError: Cannot read properties of null (reading 'foo')",
+            t("18:26:00"),
+        )
+        .repeated(2, t("18:22:00"))),
+        js(Observation::new(
+            "browser",
+            "js",
+            Severity::Error,
+            "Uncaught TypeError: Cannot read properties of null (reading 'foo')",
+            t("18:29:40"),
+        )),
+        Observation::new(
+            "browser",
+            "console",
+            Severity::Error,
+            "Failed to load users: Internal Server Error",
+            t("18:29:50"),
+        )
+        .location("src/api/users.ts:14:5")
+        .context("page", "http://localhost:4173/users"),
+        Observation::new(
+            "browser",
+            "rejection",
+            Severity::Error,
+            "Uncaught (in promise) Error: Request failed with status code 500",
+            t("18:29:50"),
+        )
+        .location("src/api/client.ts:31:11")
+        .context("page", "http://localhost:4173/users"),
+        Observation::new(
+            "browser",
+            "fetch",
+            Severity::Error,
+            "GET /api/users → 500",
+            t("18:29:49"),
+        )
+        .http(Http::new("GET", "/api/users", Some(500)))
+        .context("page", "http://localhost:4173/users"),
+        // The proxy: a 500 seen four times, a real 404, a transport error, and noise.
+        request(Severity::Error, "GET", "/api/users", 500, t("18:29:49"))
+            .repeated(4, t("18:20:12"))
+            .context("upstream", "http://127.0.0.1:5173"),
+        request(
+            Severity::Warning,
+            "GET",
+            "/api/avatars/42.png",
+            404,
+            t("18:27:00"),
+        ),
+        Observation::new(
+            "proxy:web",
+            "transport",
+            Severity::Error,
+            "GET /api/orders → connection refused",
+            t("18:16:00"),
+        )
+        .http(Http::new("GET", "/api/orders", None))
+        .context("upstream", "http://127.0.0.1:5173"),
+        request(
+            Severity::Warning,
+            "GET",
+            "/assets/app.js.map",
+            404,
+            t("18:29:41"),
+        ),
+        request(Severity::Warning, "POST", "/login", 302, t("18:21:00")).repeated(3, t("18:20:00")),
+        request(
+            Severity::Warning,
+            "GET",
+            "/assets/index.css",
+            304,
+            t("18:29:42"),
+        )
+        .repeated(5, t("18:15:30")),
+        request(
+            Severity::Warning,
+            "GET",
+            "/@vite/client",
+            404,
+            t("18:29:41"),
+        ),
+        request(Severity::Warning, "GET", "/favicon.ico", 404, t("18:29:41")),
+    ]
+}
+
+fn run(query: &Query) -> corral_errors::Report {
+    report(observations(), &sources(), query, now())
+}
+
+#[test]
+fn default_view() {
+    let r = run(&Query::default());
+    // The ModuleNotFoundError from before process:web's restart is history.
+    assert!(!r.text().contains("ModuleNotFoundError"));
+    assert_eq!(r.hidden, 11);
+    assert_snapshot!("default_view", r.text());
+}
+
+#[test]
+fn since_covering_history() {
+    let query = Query {
+        since: Some(parse_since("1h", now()).unwrap()),
+        ..Query::default()
+    };
+    let r = run(&query);
+    assert!(r.text().contains("ModuleNotFoundError"));
+    assert_snapshot!("since_1h", r.text());
+}
+
+#[test]
+fn without_warnings() {
+    let query = Query {
+        include_warnings: false,
+        ..Query::default()
+    };
+    assert_snapshot!("without_warnings", run(&query).text());
+}
+
+#[test]
+fn limit_3() {
+    let query = Query {
+        limit: 3,
+        ..Query::default()
+    };
+    let r = run(&query);
+    assert_eq!(r.truncated, 9);
+    assert_snapshot!("limit_3", r.text());
+}
+
+#[test]
+fn only_the_browser() {
+    let query = Query {
+        source: Some(SourceFilter::parse("browser").unwrap()),
+        ..Query::default()
+    };
+    assert_snapshot!("source_browser", run(&query).text());
+}
+
+#[test]
+fn only_process_web() {
+    let query = Query {
+        source: Some(SourceFilter::parse("process:web").unwrap()),
+        ..Query::default()
+    };
+    let r = run(&query);
+    assert_eq!(r.entries.len(), 1);
+    assert_eq!(r.entries[0].count, 3);
+    assert_eq!(r.entries[0].first_seen, t("18:20:10"));
+    assert_eq!(r.entries[0].last_seen, t("18:29:48"));
+    assert_snapshot!("source_process_web", r.text());
+}
+
+#[test]
+fn down_servers_are_listed_outside_the_window() {
+    // Both servers went down before this window; they are still down, so listed.
+    let query = Query {
+        since: Some(parse_since("90s", now()).unwrap()),
+        ..Query::default()
+    };
+    let r = run(&query);
+    assert!(r.entries[0].down && r.entries[1].down);
+    assert_snapshot!("down_outside_window", r.text());
+}
+
+#[test]
+fn user_noise_patterns() {
+    let query = Query {
+        source: Some(SourceFilter::parse("proxy").unwrap()),
+        noise: NoiseFilter::with_patterns(vec!["/api/avatars/*".into()]),
+        ..Query::default()
+    };
+    let r = run(&query);
+    assert_eq!(r.hidden, 12);
+    assert_snapshot!("proxy_with_noise_pattern", r.text());
+}
+
+#[test]
+fn clean_since_each_start() {
+    let mut r = report(Vec::new(), &sources()[2..], &Query::default(), now());
+    assert_snapshot!("clean_since_each_start", r.text());
+    r.unavailable
+        .push(("proxy".into(), "needs the daemon".into()));
+    assert_snapshot!("clean_unavailable", r.text());
+}
+
+#[test]
+fn clean_since_a_time() {
+    let query = Query {
+        since: Some(parse_since("2026-11-23T18:00:00Z", now()).unwrap()),
+        ..Query::default()
+    };
+    let r = report(Vec::new(), &sources()[3..], &query, now());
+    assert_snapshot!("clean_since_time", r.text());
+}
+
+#[test]
+fn clean_without_sources() {
+    let r = report(Vec::new(), &[], &Query::default(), now());
+    assert_eq!(r.text(), "No errors (sources: none).\n");
+}
+
+#[test]
+fn clean_but_warnings_off() {
+    let query = Query {
+        source: Some(SourceFilter::parse("server:notes").unwrap()),
+        include_warnings: false,
+        ..Query::default()
+    };
+    assert_snapshot!("clean_warnings_off", run(&query).text());
+}
+
+fn process_web(raw: bool) -> String {
+    let query = Query {
+        source: Some(SourceFilter::parse("process:web").unwrap()),
+        ..Query::default()
+    };
+    serde_json::to_string_pretty(&run(&query).json(raw)).unwrap()
+}
+
+#[test]
+fn json_without_raw() {
+    assert_snapshot!("json_process_web", process_web(false));
+}
+
+#[test]
+fn json_with_raw() {
+    assert_snapshot!("json_process_web_raw", process_web(true));
+}
+
+#[test]
+fn json_default_view() {
+    let mut r = run(&Query {
+        limit: 6,
+        ..Query::default()
+    });
+    r.unavailable
+        .push(("proxy".into(), "needs the daemon".into()));
+    assert_snapshot!(
+        "json_default_limit_6",
+        serde_json::to_string_pretty(&r.json(false)).unwrap()
+    );
+}
+
+#[test]
+fn colored_marks_severity_and_dims_ids() {
+    let query = Query {
+        source: Some(SourceFilter::parse("proxy:web").unwrap()),
+        ..Query::default()
+    };
+    let colored = run(&query).colored();
+    assert!(colored.contains("\x1b[1;31m[proxy:web:http]\x1b[0m GET /api/users → 500"));
+    assert!(colored.contains("\x1b[33m[proxy:web:http]\x1b[0m GET /api/avatars/42.png → 404"));
+    assert!(colored.contains("\x1b[2m#"));
+    // Without the escapes it is the text.
+    let mut plain = String::new();
+    let mut rest = colored.as_str();
+    while let Some(i) = rest.find('\x1b') {
+        plain.push_str(&rest[..i]);
+        rest = &rest[i + rest[i..].find('m').unwrap() + 1..];
+    }
+    plain.push_str(rest);
+    assert_eq!(plain, run(&query).text());
+}
