@@ -233,13 +233,31 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
-    /// Everything broken, deduplicated and ranked. Not in this version yet: hidden from
-    /// `--help` until it is, still parsed so that it can say so.
-    #[command(hide = true)]
+    /// What is broken right now, deduplicated and ranked: servers, dev processes, proxied
+    /// HTTP requests and the browser (each source since its last start, unless --since).
     Errors {
+        /// Only one source: server:NAME, process:NAME, proxy:NAME, browser (or a kind).
+        #[arg(long, value_name = "SOURCE")]
+        source: Option<String>,
+        /// Look back further: RFC 3339, or a duration ago (30s, 5m, 1h).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        /// Entries at most.
+        #[arg(long, default_value_t = 25)]
+        limit: usize,
+        /// Errors only, no warnings.
+        #[arg(long)]
+        no_warnings: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// With --json: every field of every record.
+        #[arg(long, requires = "json")]
+        raw: bool,
+        /// Start the servers in-process even when a daemon runs (dev processes and
+        /// proxies run only in the daemon).
+        #[arg(long)]
+        standalone: bool,
     },
     /// Internal: the detached daemon (`corral up -d` starts it).
     #[command(name = "__daemon", hide = true)]

@@ -26,12 +26,7 @@ fn agent_view(gateway: &str, tool: &str) -> (String, String) {
     let r = c.call(tool, json!({}));
     assert_eq!(r["isError"], true, "{r}");
     let err = text(&r).to_owned();
-    for dead in [
-        "get_errors",
-        "`servers`",
-        "`server_logs`",
-        "restart_server`",
-    ] {
+    for dead in ["`servers`", "`server_logs`", "restart_server`"] {
         assert!(!instructions.contains(dead), "{dead}: {instructions}");
         assert!(!err.contains(dead), "{dead}: {err}");
     }
@@ -42,8 +37,13 @@ fn agent_view(gateway: &str, tool: &str) -> (String, String) {
 fn instructions_and_errors_name_the_built_in_tools_as_the_agent_sees_them() {
     let (instructions, err) = agent_view("", "broken__echo");
     assert!(
-        instructions
-            .contains("the `corral__servers` and `corral__server_logs` tools show what broke"),
+        instructions.contains("If anything fails, call `get_errors` first"),
+        "{instructions}"
+    );
+    assert!(
+        instructions.contains(
+            "The `corral__servers` and `corral__server_logs` tools show a server's state and stderr."
+        ),
         "{instructions}"
     );
     assert!(err.starts_with("server 'broken' is down since"), "{err}");
@@ -59,15 +59,18 @@ fn instructions_and_errors_name_the_built_in_tools_as_the_agent_sees_them() {
     let c = McpClient::start(&p);
     let instructions = c.init["instructions"].as_str().unwrap();
     assert!(
-        instructions.contains("the `servers` and `server_logs` tools show what broke"),
+        instructions.contains(
+            "call `get_errors` first: one ranked list of what is broken right now (servers, dev processes, HTTP requests, the browser). The `servers` and `server_logs` tools"
+        ),
         "{instructions}"
     );
 
     let (instructions, err) = agent_view("builtin_tools = false", "broken__echo");
     assert!(
-        instructions.contains("`corral ps` and `corral logs SERVER`"),
+        instructions.contains("`corral errors`, `corral ps` and `corral logs SERVER`"),
         "no built-in tools to name: {instructions}"
     );
+    assert!(!instructions.contains("get_errors"), "{instructions}");
     assert!(
         err.ends_with("`corral logs broken` shows its stderr"),
         "{err}"
@@ -112,21 +115,37 @@ fn a_call_to_a_server_stopped_on_purpose_says_how_to_start_it() {
 }
 
 #[test]
-fn help_does_not_offer_errors_until_it_exists() {
-    let p = Project::new("");
+fn corral_errors_without_a_daemon_reports_the_servers_and_says_what_it_cannot_see() {
+    let p = Project::new(BROKEN);
     let help = p.run(&["--help"]);
-    assert_eq!(help.code(), 0, "{help:?}");
     assert!(
-        !help
-            .stdout()
+        help.stdout()
             .lines()
             .any(|l| l.trim_start().starts_with("errors")),
         "{help:?}"
     );
     let r = p.run(&["errors"]);
-    assert_eq!(r.code(), 1, "still parsed, and says why: {r:?}");
-    assert!(r.stderr().contains("not in this version yet"), "{r:?}");
-    assert!(!r.stderr().contains("get_errors"), "{r:?}");
+    assert_eq!(r.code(), 0, "{r:?}");
+    let out = r.stdout();
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("1 error, 0 warnings (sources: server:broken, server:good;"),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with("[server:broken:start_failed] ") && lines[1].contains("(down, "),
+        "{out}"
+    );
+    assert!(
+        out.contains("dev processes run only in the daemon"),
+        "the answer says what it could not see: {out}"
+    );
+    let json = p.run(&["errors", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
+    assert_eq!(v["entries"][0]["source"], "server:broken", "{v}");
+    assert_eq!(v["entries"][0]["down"], true, "{v}");
+    let bad = p.run(&["errors", "--source", "nonsense"]);
+    assert_eq!(bad.code(), 2, "{bad:?}");
 }
 
 #[test]

@@ -86,6 +86,13 @@ pub enum Request {
         #[serde(default)]
         errors: bool,
     },
+    /// `get_errors`: what is broken now, over every source of the daemon. `args` are the
+    /// MCP tool's (`source`, `since`, `include_warnings`, `limit`, `raw`). Answers with
+    /// `text` (for agents), `colored` (for a terminal) and `report` (the JSON).
+    Errors {
+        #[serde(default)]
+        args: Value,
+    },
     /// The last `lines` journal events; with `follow`, then every new event.
     Events {
         lines: usize,

@@ -13,6 +13,9 @@ use std::time::Duration;
 /// A built-in tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Builtin {
+    /// What is broken right now, over every source ([`crate::errors`]): offered under
+    /// the bare name `get_errors` whatever `tool_prefix` says, so agents can be told it.
+    GetErrors,
     Servers,
     ServerLogs,
     RestartServer,
@@ -39,6 +42,7 @@ const LOG_WINDOW: u64 = 4 * 1024 * 1024;
 
 impl Builtin {
     pub const ALL: &'static [Builtin] = &[
+        Builtin::GetErrors,
         Builtin::Servers,
         Builtin::ServerLogs,
         Builtin::RestartServer,
@@ -59,7 +63,7 @@ impl Builtin {
     pub fn is_process(self) -> bool {
         !matches!(
             self,
-            Builtin::Servers | Builtin::ServerLogs | Builtin::RestartServer
+            Builtin::GetErrors | Builtin::Servers | Builtin::ServerLogs | Builtin::RestartServer
         )
     }
 
@@ -74,6 +78,7 @@ impl Builtin {
     /// The unprefixed name.
     pub fn name(self) -> &'static str {
         match self {
+            Builtin::GetErrors => "get_errors",
             Builtin::Servers => "servers",
             Builtin::ServerLogs => "server_logs",
             Builtin::RestartServer => "restart_server",
@@ -95,6 +100,7 @@ impl Builtin {
     /// tool; the catalog fills it in.
     pub fn definition(self) -> Value {
         match self {
+            Builtin::GetErrors => crate::errors::definition(),
             Builtin::Servers => json!({
                 "description": "Corral: every MCP server behind this endpoint with its state \
                     (ready, starting, backoff, failed, stopped, gave_up), pid, uptime, restarts, \
@@ -138,6 +144,15 @@ impl Builtin {
     /// [`crate::Hub::call_builtin`], and here only say so.
     pub async fn call(self, servers: &BTreeMap<String, ServerHandle>, args: &Value) -> String {
         match self {
+            Builtin::GetErrors => {
+                let src = crate::errors::Sources {
+                    servers,
+                    root: None,
+                    processes: None,
+                    proxies: None,
+                };
+                get_errors(&src, args)
+            }
             Builtin::Servers => servers_table(servers),
             Builtin::ServerLogs => match pick(servers, args) {
                 Ok(h) => logs(h, args),
@@ -153,6 +168,14 @@ impl Builtin {
                 b.name()
             )),
         }
+    }
+}
+
+/// `get_errors` over `src`: the report's text, and its JSON as structured content.
+pub(crate) fn get_errors(src: &crate::errors::Sources<'_>, args: &Value) -> String {
+    match crate::errors::answer(src, args) {
+        Ok((report, raw)) => jsonrpc::tool_text_result(&report.text(), Some(&report.json(raw))),
+        Err(e) => jsonrpc::tool_error_result(&e),
     }
 }
 

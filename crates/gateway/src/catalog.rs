@@ -110,7 +110,12 @@ impl Catalog {
             let offered = Builtin::ALL.iter().filter(|b| processes || !b.is_process());
             let mut defs = Vec::new();
             for b in offered {
-                let mut name = naming::exposed(prefix, "corral", b.name());
+                // `get_errors` is bare whatever the prefix: agents are told its name.
+                let wanted = match b {
+                    Builtin::GetErrors => ToolPrefix::Never,
+                    _ => prefix,
+                };
+                let mut name = naming::exposed(wanted, "corral", b.name());
                 if routes.contains_key(&name) {
                     name = naming::exposed(ToolPrefix::Always, "corral", b.name());
                 }
@@ -176,14 +181,17 @@ impl Catalog {
     /// agents see.
     pub fn where_to_look(&self) -> String {
         let mut text = match (
+            self.builtin_name(Builtin::GetErrors),
             self.builtin_name(Builtin::Servers),
             self.builtin_name(Builtin::ServerLogs),
         ) {
-            (Some(servers), Some(logs)) => {
-                format!("If a tool fails, the `{servers}` and `{logs}` tools show what broke.")
-            }
-            _ => "If a tool fails, `corral ps` and `corral logs SERVER` (run in the project) \
-                  show what broke."
+            (Some(errors), Some(servers), Some(logs)) => format!(
+                "If anything fails, call `{errors}` first: one ranked list of what is broken \
+                 right now (servers, dev processes, HTTP requests, the browser). The \
+                 `{servers}` and `{logs}` tools show a server's state and stderr."
+            ),
+            _ => "If a tool fails, `corral errors`, `corral ps` and `corral logs SERVER` (run \
+                  in the project) show what broke."
                 .to_owned(),
         };
         if self.builtin_name(Builtin::Processes).is_some() {

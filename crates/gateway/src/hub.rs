@@ -173,6 +173,16 @@ impl Hub {
     /// does): the process tools with the attached processes, the others as
     /// [`Builtin::call`].
     pub async fn call_builtin(&self, b: Builtin, args: &Value) -> String {
+        if b == Builtin::GetErrors {
+            let servers = self.servers();
+            let src = crate::errors::Sources {
+                servers: &servers,
+                root: self.processes.get().map(|p| p.root.as_path()),
+                processes: self.processes(),
+                proxies: self.proxies(),
+            };
+            return crate::builtin::get_errors(&src, args);
+        }
         if b.is_proxy() {
             return match self.proxies.get() {
                 Some(proxies) => {

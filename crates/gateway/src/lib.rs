@@ -29,6 +29,7 @@ pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 
 pub mod builtin;
 pub mod catalog;
+pub mod errors;
 pub mod fdio;
 pub mod http;
 pub use corral_httpd as httpd;

@@ -547,14 +547,7 @@ fn one_line(command: &str) -> String {
 
 /// Where an alert points, relative to the project root when inside it.
 fn location_text(ctx: &Ctx<'_>, alert: &corral_alerts::Alert) -> Option<String> {
-    let loc = alert.location.as_ref()?;
-    let file = Path::new(&loc.file)
-        .strip_prefix(ctx.root)
-        .map_or_else(|_| loc.file.clone(), |p| p.display().to_string());
-    Some(match loc.col {
-        Some(col) => format!("{file}:{}:{col}", loc.line),
-        None => format!("{file}:{}", loc.line),
-    })
+    crate::errors::alert_location(alert, Some(ctx.root))
 }
 
 // ---------------------------------------------------------------------------------------

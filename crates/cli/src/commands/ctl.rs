@@ -384,14 +384,6 @@ pub async fn reload(config: Option<&Path>, json: bool) -> CmdResult {
     Ok(())
 }
 
-pub async fn errors(_config: Option<&Path>, _json: bool) -> CmdResult {
-    Err(Failure::Op(
-        "`corral errors` (one deduplicated view of everything broken) is not in this version yet; \
-         `corral events` shows crashes with their stderr tails, `corral logs NAME` the rest"
-            .into(),
-    ))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 mod call;
 mod check;
 mod ctl;
+mod errors;
 mod events;
 mod init;
 mod mcp;
@@ -97,7 +98,24 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             lines,
             standalone,
         } => events::run(config, follow, json, lines, standalone).await,
-        Command::Errors { json } => ctl::errors(config, json).await,
+        Command::Errors {
+            source,
+            since,
+            limit,
+            no_warnings,
+            json,
+            raw,
+            standalone,
+        } => {
+            let args = serde_json::json!({
+                "source": source,
+                "since": since,
+                "limit": limit,
+                "include_warnings": !no_warnings,
+                "raw": raw,
+            });
+            errors::run(config, args, json, standalone).await
+        }
         Command::Guard => unreachable!("handled before the runtime starts"),
     }
 }

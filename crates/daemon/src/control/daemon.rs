@@ -1,4 +1,4 @@
-//! The daemon itself: `status` and `shutdown`.
+//! The daemon itself: `status`, `shutdown`, and `errors` (what is broken, over all of it).
 
 use super::State;
 use crate::protocol::Reply;
@@ -30,5 +30,25 @@ pub(crate) fn status_of(state: &State) -> DaemonStatus {
         http_error: state.info.http_error.clone(),
         warnings: state.info.warnings.clone(),
         http_sessions: state.http.as_ref().map_or(0, |h| h.session_count()),
+    }
+}
+
+/// `errors`: the `get_errors` report over the daemon's servers, processes and proxies.
+pub(crate) fn errors(state: &State, args: &serde_json::Value) -> Reply {
+    let servers = state.servers();
+    let root = state.config.read().unwrap().root.clone();
+    let src = corral_gateway::errors::Sources {
+        servers: &servers,
+        root: Some(&root),
+        processes: Some(&state.processes),
+        proxies: Some(&state.proxies),
+    };
+    match corral_gateway::errors::answer(&src, args) {
+        Ok((report, raw)) => Reply::ok(serde_json::json!({
+            "text": report.text(),
+            "colored": report.colored(),
+            "report": report.json(raw),
+        })),
+        Err(e) => Reply::err_code(crate::protocol::INVALID, e),
     }
 }

@@ -1,0 +1,71 @@
+//! `corral errors`: the `get_errors` report for the person at the terminal, from the
+//! daemon (every source) or, when none runs or with `--standalone`, from the servers
+//! started here for the one command (dev processes and proxies run only in the daemon,
+//! and the answer says so).
+
+use crate::project::{self, Standalone};
+use crate::{CmdResult, Failure, output};
+use corral_daemon::Request;
+use corral_events::EventBus;
+use serde_json::Value;
+use std::path::Path;
+use std::time::Duration;
+
+pub async fn run(config: Option<&Path>, args: Value, json: bool, standalone: bool) -> CmdResult {
+    let cfg = project::load(config)?;
+    let (text, colored, report) = if !standalone && project::daemon_running(&cfg).await {
+        let mut data = project::daemon_request(&cfg, &Request::Errors { args }).await?;
+        let s = |v: Value| v.as_str().unwrap_or_default().to_owned();
+        (
+            s(data["text"].take()),
+            s(data["colored"].take()),
+            data["report"].take(),
+        )
+    } else {
+        here(&cfg, &args).await?
+    };
+    if json {
+        println!("{report}");
+    } else if output::color_stdout() {
+        print!("{colored}");
+    } else {
+        print!("{text}");
+    }
+    Ok(())
+}
+
+/// Starts the servers, waits until each is ready or has failed, and reports.
+async fn here(
+    cfg: &corral_config::Config,
+    args: &Value,
+) -> Result<(String, String, Value), Failure> {
+    let servers = project::select(cfg, None)?;
+    let run = Standalone::start(cfg, servers, EventBus::default(), None);
+    let handles: Vec<_> = run.supervisor.servers().cloned().collect();
+    // They start in parallel; each wait is bounded by its server's start-up timeout.
+    let settled = async {
+        for h in &handles {
+            let _ = h
+                .wait_ready(h.config().startup_timeout + Duration::from_secs(1))
+                .await;
+        }
+    };
+    tokio::select! {
+        _ = settled => {}
+        _ = project::interrupted() => {
+            run.stop().await;
+            return Err(Failure::Op("interrupted".into()));
+        }
+    }
+    let servers = run.supervisor.handles();
+    let src = corral_gateway::errors::Sources {
+        servers: &servers,
+        root: Some(&cfg.root),
+        processes: None,
+        proxies: None,
+    };
+    let answer = corral_gateway::errors::answer(&src, args);
+    run.stop().await;
+    let (report, raw) = answer.map_err(Failure::Usage)?;
+    Ok((report.text(), report.colored(), report.json(raw)))
+}

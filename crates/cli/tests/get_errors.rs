@@ -1,0 +1,141 @@
+//! `get_errors` end to end through `corral mcp` (a bridge to a real daemon): an MCP
+//! server failing at import, a dev process dying with a real Python traceback, and a
+//! page behind the dev proxy reporting a TypeError come back from one call, each once,
+//! the broken ones first; once the process is fixed and restarted its error is history:
+//! gone from the default view, still found with `since`.
+//!
+//! The page's report is posted as the injected script posts it; the script itself runs
+//! in real Chromium in `crates/proxy/tests/chromium.rs`.
+
+mod common;
+use common::http::request;
+use common::mcp::{McpClient, text};
+use common::*;
+use serde_json::{Value, json};
+
+const CONFIG: &str = r#"
+[servers.notes]
+command = "python3"
+args = ["-c", "import json\nimport notes_backend_missing\n"]
+restart = "never"
+
+[processes.web]
+command = ["python3", "-u", "app.py"]
+restart = "never"
+
+[proxies.site]
+target = "http://127.0.0.1:9"
+"#;
+
+/// Dies with a traceback whose decisive line is the `ValueError`.
+const BROKEN_APP: &str =
+    "def port(text):\n    return int(text)\n\nprint('starting')\nport('abc')\n";
+/// Runs until stopped.
+const FIXED_APP: &str = "import time\nprint('serving')\nwhile True:\n    time.sleep(1)\n";
+
+fn entries(r: &Value) -> Vec<Value> {
+    r["structuredContent"]["entries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn get_errors(agent: &mut McpClient, args: Value) -> Value {
+    let r = agent.call("get_errors", args);
+    assert_eq!(r["isError"], false, "{r}");
+    r
+}
+
+#[test]
+fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_history() {
+    let p = Project::new(CONFIG);
+    p.write("app.py", BROKEN_APP);
+    let _down = Down(&p);
+    let mut agent = McpClient::bridge(&p);
+    assert!(
+        agent.tool_names().contains(&"get_errors".to_owned()),
+        "a bare name whatever the prefix"
+    );
+
+    // The page behind the proxy throws (what the injected script sends).
+    let ps: Value = serde_json::from_str(&p.run(&["ps", "--json"]).stdout()).unwrap();
+    let url = ps["proxies"][0]["url"].as_str().unwrap().to_owned();
+    let addr = url.strip_prefix("http://").unwrap();
+    let report = json!({"page": format!("{url}/users"), "errors": [{
+        "kind": "error",
+        "message": "Uncaught TypeError: Cannot read properties of null (reading 'map')",
+        "source": format!("{url}/assets/app.js"), "line": 28, "column": 12
+    }]});
+    for _ in 0..2 {
+        let posted = request(addr, "POST", "/__corral/errors", &[], &report.to_string());
+        assert_eq!(posted.status, 204, "{posted:?}");
+    }
+
+    let mut r = Value::Null;
+    wait_until("the server, the process and the page in one answer", || {
+        r = get_errors(&mut agent, json!({}));
+        let sources: Vec<String> = entries(&r)
+            .iter()
+            .map(|e| e["source"].as_str().unwrap().to_owned())
+            .collect();
+        ["server:notes", "process:web", "browser"]
+            .iter()
+            .all(|s| sources.iter().any(|x| x == s))
+            && entries(&r).iter().any(|e| e["count"] == 2)
+    });
+    let all = entries(&r);
+    let t = text(&r);
+    assert_eq!(all.len(), 3, "each once: {t}");
+    // The broken units first (down), then the page's error.
+    assert_eq!(all[2]["source"], "browser", "{t}");
+    let find = |source: &str| all.iter().find(|e| e["source"] == source).unwrap().clone();
+    let server = find("server:notes");
+    assert_eq!(server["down"], true, "{t}");
+    assert_eq!(
+        server["message"], "ModuleNotFoundError: No module named 'notes_backend_missing'",
+        "the traceback's decisive line, not its last: {t}"
+    );
+    let process = find("process:web");
+    assert_eq!(process["down"], true, "{t}");
+    assert_eq!(
+        process["message"], "ValueError: invalid literal for int() with base 10: 'abc'",
+        "{t}"
+    );
+    assert_eq!(process["location"], "app.py:2", "{t}");
+    let page = find("browser");
+    assert_eq!(page["category"], "js");
+    assert_eq!(page["count"], 2, "deduplicated: {t}");
+    assert!(t.contains("[browser:js] TypeError (2x, latest"), "{t}");
+    assert!(t.contains("page: "), "{t}");
+    // Ids are stable across calls.
+    let again = get_errors(&mut agent, json!({}));
+    let ids = |v: &Value| -> Vec<Value> { entries(v).iter().map(|e| e["id"].clone()).collect() };
+    assert_eq!(ids(&again), ids(&r));
+
+    // Fixed and restarted: its error is history.
+    p.write("app.py", FIXED_APP);
+    let restarted = agent.call("corral__process_restart", json!({"name": "web"}));
+    assert_eq!(restarted["isError"], false, "{restarted}");
+    let now = get_errors(&mut agent, json!({}));
+    assert!(
+        entries(&now).iter().all(|e| e["source"] != "process:web"),
+        "{}",
+        text(&now)
+    );
+    assert!(entries(&now).iter().any(|e| e["source"] == "server:notes"));
+    let history = get_errors(&mut agent, json!({"since": "10m", "source": "process:web"}));
+    let old = entries(&history);
+    assert_eq!(old.len(), 1, "{}", text(&history));
+    assert_eq!(
+        old[0]["message"],
+        "ValueError: invalid literal for int() with base 10: 'abc'"
+    );
+    assert_eq!(old[0]["down"], false);
+
+    // The human's view of the same.
+    let cli = p.run(&["errors", "--no-warnings"]);
+    assert_eq!(cli.code(), 0, "{cli:?}");
+    assert!(cli.stdout().starts_with("2 errors"), "{cli:?}");
+    let bad = agent.call("get_errors", json!({"since": "yesterday-ish"}));
+    assert_eq!(bad["isError"], true, "{bad}");
+}
