@@ -25,6 +25,9 @@ restart = "never"
 
 [proxies.site]
 target = "http://127.0.0.1:9"
+
+[errors]
+ignore = ["ResizeObserver loop"]
 "#;
 
 /// Dies with a traceback whose decisive line is the `ValueError`.
@@ -66,8 +69,12 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
         "message": "Uncaught TypeError: Cannot read properties of null (reading 'map')",
         "source": format!("{url}/assets/app.js"), "line": 28, "column": 12
     }]});
-    for _ in 0..2 {
-        let posted = request(addr, "POST", "/__corral/errors", &[], &report.to_string());
+    // And a benign browser message the project's `[errors] ignore` hides.
+    let benign = json!({"page": format!("{url}/users"), "errors": [{
+        "kind": "error", "message": "ResizeObserver loop limit exceeded"
+    }]});
+    for body in [&report, &report, &benign] {
+        let posted = request(addr, "POST", "/__corral/errors", &[], &body.to_string());
         assert_eq!(posted.status, 204, "{posted:?}");
     }
 
@@ -82,6 +89,7 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
             .iter()
             .all(|s| sources.iter().any(|x| x == s))
             && entries(&r).iter().any(|e| e["count"] == 2)
+            && r["structuredContent"]["hidden_as_noise"] == 1
     });
     let all = entries(&r);
     let t = text(&r);
@@ -107,6 +115,8 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
     assert_eq!(page["count"], 2, "deduplicated: {t}");
     assert!(t.contains("[browser:js] TypeError (2x, latest"), "{t}");
     assert!(t.contains("page: "), "{t}");
+    assert!(!t.contains("ResizeObserver"), "{t}");
+    assert!(t.contains("1 hidden as noise"), "{t}");
     // Ids are stable across calls.
     let again = get_errors(&mut agent, json!({}));
     let ids = |v: &Value| -> Vec<Value> { entries(v).iter().map(|e| e["id"].clone()).collect() };

@@ -159,6 +159,7 @@ pub fn load_str(
         processes: resolved.processes,
         proxies: resolved.proxies,
         alerts: raw.alerts,
+        error_noise: raw.error_noise,
         notes,
     })
 }

@@ -39,6 +39,9 @@ pub struct Config {
     pub proxies: BTreeMap<String, ProxyConfig>,
     /// `[alerts]`: user patterns, disabled rules, dedup window, ring size.
     pub alerts: crate::AlertSettings,
+    /// `[errors] ignore`: what `get_errors` hides as noise besides its built-in rules: a
+    /// substring of a message or request path, or a glob (`*`, `?`) over the whole.
+    pub error_noise: Vec<String>,
     /// What loading left out, for the user to read (`corral` prints these on stderr):
     /// an `.mcp.json` entry that runs Corral itself is skipped, not run.
     pub notes: Vec<String>,

@@ -1093,3 +1093,23 @@ command = "postgres"
     assert_eq!(p.line, 5, "{p:?}");
     assert!(p.message.contains("has the name of a server"), "{p:?}");
 }
+
+#[test]
+fn errors_ignore_takes_noise_patterns_for_get_errors() {
+    let cfg = load_str(
+        Path::new("/p/corral.toml"),
+        "[errors]\nignore = [\"/health\", \"*ResizeObserver loop*\"]\n",
+        &|_: &str| None,
+    )
+    .unwrap();
+    assert_eq!(cfg.error_noise, ["/health", "*ResizeObserver loop*"]);
+    let p = problem("[errors]\nignore = [\"\"]\n");
+    assert_eq!(p.key, "errors.ignore[0]");
+    assert!(p.message.contains("must not be empty"), "{p:?}");
+    let p = problem("[errors]\nhide = [\"x\"]\n");
+    assert!(
+        p.message
+            .starts_with("unknown key `hide` in [errors]; expected one of: ignore"),
+        "{p:?}"
+    );
+}

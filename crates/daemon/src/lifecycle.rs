@@ -196,6 +196,7 @@ pub async fn run(
     let proxies = corral_proxy::Proxies::new(bus.clone());
     containment.extend(crate::control::proxies::start_configured(&proxies, &config).await);
     hub.attach_proxies(proxies.clone());
+    hub.set_error_noise(config.error_noise.clone());
     if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
         let hub = Arc::downgrade(&hub);
         let processes = supervisor.processes().clone();

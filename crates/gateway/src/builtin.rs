@@ -148,6 +148,7 @@ impl Builtin {
                 let src = crate::errors::Sources {
                     servers,
                     root: None,
+                    noise: &[],
                     processes: None,
                     proxies: None,
                 };

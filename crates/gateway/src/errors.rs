@@ -19,6 +19,8 @@ pub struct Sources<'a> {
     pub servers: &'a BTreeMap<String, ServerHandle>,
     /// The project root: locations inside it are shown relative to it.
     pub root: Option<&'a Path>,
+    /// `[errors] ignore`: what to hide as noise besides the built-in rules.
+    pub noise: &'a [String],
     /// The dev processes and the alert scanner, when this gateway runs them.
     pub processes: Option<&'a Processes>,
     pub proxies: Option<&'a Proxies>,
@@ -368,7 +370,10 @@ pub fn answer(src: &Sources<'_>, args: &Value) -> Result<(corral_errors::Report,
             Some(other) => Err(format!("`{key}` must be true or false, not {other}")),
         }
     };
-    let mut query = corral_errors::Query::default();
+    let mut query = corral_errors::Query {
+        noise: corral_errors::NoiseFilter::with_patterns(src.noise.to_vec()),
+        ..corral_errors::Query::default()
+    };
     if let Some(s) = text("source")? {
         query.source = Some(corral_errors::SourceFilter::parse(s)?);
     }

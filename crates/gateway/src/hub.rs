@@ -73,6 +73,8 @@ pub struct Hub {
     processes: std::sync::OnceLock<ProcessTools>,
     /// The project's dev proxies, when this gateway runs them ([`Hub::attach_proxies`]).
     proxies: std::sync::OnceLock<corral_proxy::Proxies>,
+    /// `[errors] ignore`, for `get_errors` ([`Hub::set_error_noise`]).
+    error_noise: RwLock<Vec<String>>,
 }
 
 /// What the process tools work on.
@@ -125,6 +127,7 @@ impl Hub {
                 prompt_routes: Mutex::new(HashMap::new()),
                 processes: std::sync::OnceLock::new(),
                 proxies: std::sync::OnceLock::new(),
+                error_noise: RwLock::new(Vec::new()),
             }
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
@@ -159,6 +162,12 @@ impl Hub {
         let _ = self.proxies.set(proxies);
     }
 
+    /// What `get_errors` hides as noise besides its built-in rules (`[errors] ignore`;
+    /// a reload sets it again).
+    pub fn set_error_noise(&self, patterns: Vec<String>) {
+        *self.error_noise.write().unwrap() = patterns;
+    }
+
     /// The dev proxies, when attached.
     pub fn proxies(&self) -> Option<&corral_proxy::Proxies> {
         self.proxies.get()
@@ -175,8 +184,10 @@ impl Hub {
     pub async fn call_builtin(&self, b: Builtin, args: &Value) -> String {
         if b == Builtin::GetErrors {
             let servers = self.servers();
+            let noise = self.error_noise.read().unwrap().clone();
             let src = crate::errors::Sources {
                 servers: &servers,
+                noise: &noise,
                 root: self.processes.get().map(|p| p.root.as_path()),
                 processes: self.processes(),
                 proxies: self.proxies(),

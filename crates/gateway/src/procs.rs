@@ -1203,10 +1203,12 @@ mod tests {
         let without = Catalog::build(std::iter::empty(), ToolPrefix::Always, true);
         assert!(without.builtins.iter().all(|(b, _)| !b.is_process()));
         assert!(
-            !without.list_json.contains("process"),
+            !without.list_json.contains("\"corral__process"),
             "{}",
             without.list_json
         );
+        // `get_errors` is there either way, under its bare name.
+        assert_eq!(without.builtin_name(Builtin::GetErrors), Some("get_errors"));
         let with = Catalog::build_with(std::iter::empty(), ToolPrefix::Always, true, true);
         assert_eq!(
             with.builtin_name(Builtin::ProcessWait),

@@ -61,6 +61,7 @@ async fn here(
     let src = corral_gateway::errors::Sources {
         servers: &servers,
         root: Some(&cfg.root),
+        noise: &cfg.error_noise,
         processes: None,
         proxies: None,
     };

@@ -198,6 +198,7 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         eprintln!("corral: warning: {problem}");
     }
     hub.attach_proxies(proxies.clone());
+    hub.set_error_noise(cfg.error_noise.clone());
     let (input, output) = corral_gateway::fdio::stdio();
     tokio::select! {
         _ = corral_gateway::stdio::serve(hub, input, output) => {}

@@ -448,7 +448,7 @@ impl Reader {
             let item_key = format!("{key}[{i}]");
             match self.string(item, &item_key) {
                 Some(p) if p.trim().is_empty() => {
-                    self.problem(item.pos, &item_key, "tool pattern must not be empty");
+                    self.problem(item.pos, &item_key, "a pattern must not be empty");
                 }
                 Some(p) => patterns.push(p),
                 None => {}

@@ -56,6 +56,7 @@ pub(crate) struct RawConfig {
     pub processes: Vec<RawProcess>,
     pub proxies: Vec<RawProxy>,
     pub alerts: AlertSettings,
+    pub error_noise: Vec<String>,
 }
 
 #[derive(Debug)]
@@ -126,6 +127,7 @@ const TOP_KEYS: &[&str] = &[
     "processes",
     "proxies",
     "alerts",
+    "errors",
 ];
 const GATEWAY_KEYS: &[&str] = &["listen", "tool_prefix", "builtin_tools", "auth"];
 const POLICY_KEYS: &[&str] = &[
@@ -292,6 +294,10 @@ impl Reader {
             Some(e) => self.alerts(&e.node),
             None => AlertSettings::default(),
         };
+        let error_noise = match root.get("errors") {
+            Some(e) => self.errors(&e.node),
+            None => Vec::new(),
+        };
         RawConfig {
             gateway,
             defaults,
@@ -299,6 +305,19 @@ impl Reader {
             processes,
             proxies,
             alerts,
+            error_noise,
+        }
+    }
+
+    /// `[errors]`: `ignore`, patterns `get_errors` hides as noise.
+    fn errors(&mut self, node: &Node) -> Vec<String> {
+        let Some(entries) = self.entries(node, "errors") else {
+            return Vec::new();
+        };
+        self.check_keys(entries, "errors", &["ignore"]);
+        match node.get("ignore") {
+            Some(e) => self.patterns(&e.node, "errors.ignore"),
+            None => Vec::new(),
         }
     }
 
@@ -743,6 +762,7 @@ impl Reader {
             processes: Vec::new(),
             proxies: Vec::new(),
             alerts: AlertSettings::default(),
+            error_noise: Vec::new(),
         }
     }
 }

@@ -83,6 +83,7 @@ pub(crate) async fn reload(state: &State) -> Reply {
     let servers = sup.handles();
     drop(guard);
     state.hub.set_servers(servers);
+    state.hub.set_error_noise(new.error_noise.clone());
     let (p_added, p_removed, p_restarted, p_warnings) =
         super::proxies::reload(&state.proxies, &old, &new).await;
     warnings.extend(p_warnings);

@@ -36,10 +36,14 @@ pub(crate) fn status_of(state: &State) -> DaemonStatus {
 /// `errors`: the `get_errors` report over the daemon's servers, processes and proxies.
 pub(crate) fn errors(state: &State, args: &serde_json::Value) -> Reply {
     let servers = state.servers();
-    let root = state.config.read().unwrap().root.clone();
+    let (root, noise) = {
+        let config = state.config.read().unwrap();
+        (config.root.clone(), config.error_noise.clone())
+    };
     let src = corral_gateway::errors::Sources {
         servers: &servers,
         root: Some(&root),
+        noise: &noise,
         processes: Some(&state.processes),
         proxies: Some(&state.proxies),
     };
