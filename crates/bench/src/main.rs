@@ -9,6 +9,7 @@
 
 mod account;
 mod drain;
+mod errors;
 mod faults;
 mod gateway;
 mod http;
@@ -33,6 +34,7 @@ USAGE:
     corral-bench peers [OPTIONS]
     corral-bench faults [--sessions N] [--calls N]
     corral-bench scan-drain [--mib N] [--rounds N]
+    corral-bench errors [--calls N]
     corral-bench proxy [--seconds N] [--connections C] [--rounds N]
 
 BENCHMARKS:
@@ -58,6 +60,10 @@ BENCHMARKS:
     scan-drain  a dev process printing N MiB (default 1024) of mixed log through its
                 stdout, alert scanning off vs. on, alternating rounds (default 2):
                 drain time, MiB/s, lines/s, supervisor CPU per GiB. Not part of `all`
+
+    errors      one get_errors with every ring full (200 alerts, 1000 failed requests,
+                500 browser errors, all distinct), in-process: p50/p99 of N calls
+                (default 300). Not part of `all`
 
     proxy       the dev proxy (`corral proxy --standalone`) vs. the same target direct and
                 through nginx (Debian's /usr/sbin/nginx) as a reverse proxy: req/s, p50/p99
@@ -246,6 +252,33 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some("faults") {
         return faults_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("errors") {
+        let calls = match args.get(1..).unwrap_or_default() {
+            [] => 300,
+            [flag, n] if flag == "--calls" => match n.parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    eprintln!("corral-bench: errors takes --calls N\n\n{USAGE}");
+                    return ExitCode::from(2);
+                }
+            },
+            _ => {
+                eprintln!("corral-bench: errors takes --calls N\n\n{USAGE}");
+                return ExitCode::from(2);
+            }
+        };
+        println!("{}", util::machine_header());
+        return match errors::run(calls) {
+            Ok(table) => {
+                println!("{table}");
+                ExitCode::SUCCESS
+            }
+            Err(msg) => {
+                eprintln!("corral-bench: {msg}");
+                ExitCode::FAILURE
+            }
+        };
     }
     if args.first().map(String::as_str) == Some("scan-drain") {
         return scan_drain_main(&args[1..]);

@@ -35,7 +35,9 @@ pub struct Gathered {
 }
 
 /// Gathers from every source.
-pub fn gather(src: &Sources<'_>) -> Gathered {
+/// Every record's own fields are kept as the observation's `raw` only with `raw`
+/// (converting every ring entry to JSON is most of the cost of an answer otherwise).
+pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
     let mut g = Gathered {
         observations: Vec::new(),
         sources: Vec::new(),
@@ -76,7 +78,7 @@ pub fn gather(src: &Sources<'_>) -> Gathered {
             )
         });
         g.observations
-            .extend(found.iter().map(|a| alert_observation(a, src.root)));
+            .extend(found.iter().map(|a| alert_observation(a, src.root, raw)));
         g.sources.push(SourceInfo {
             source,
             boundary: st.run_started,
@@ -140,7 +142,7 @@ pub fn gather(src: &Sources<'_>) -> Gathered {
                     });
                 }
                 g.observations
-                    .extend(found.iter().map(|a| alert_observation(a, src.root)));
+                    .extend(found.iter().map(|a| alert_observation(a, src.root, raw)));
                 g.sources.push(SourceInfo {
                     source,
                     boundary: life.run_started,
@@ -166,13 +168,13 @@ pub fn gather(src: &Sources<'_>) -> Gathered {
                     ..Default::default()
                 });
                 g.observations
-                    .extend(traffic.iter().map(|t| traffic_observation(&source, t)));
+                    .extend(traffic.iter().map(|t| traffic_observation(&source, t, raw)));
                 let browser = p.browser().query(&corral_proxy::browser::BrowserQuery {
                     limit: Some(usize::MAX),
                     ..Default::default()
                 });
                 g.observations
-                    .extend(browser.iter().map(browser_observation));
+                    .extend(browser.iter().map(|e| browser_observation(e, raw)));
                 g.sources.push(SourceInfo {
                     source,
                     boundary: Some(started),
@@ -259,7 +261,7 @@ pub(crate) fn alert_location(alert: &Alert, root: Option<&Path>) -> Option<Strin
     })
 }
 
-fn alert_observation(a: &Alert, root: Option<&Path>) -> Observation {
+fn alert_observation(a: &Alert, root: Option<&Path>, raw: bool) -> Observation {
     Observation {
         source: a.source.clone(),
         category: a.rule.clone(),
@@ -274,11 +276,15 @@ fn alert_observation(a: &Alert, root: Option<&Path>) -> Observation {
         first_seen: a.first_seen,
         last_seen: a.last_seen,
         count: a.count,
-        raw: serde_json::to_value(a).unwrap_or(Value::Null),
+        raw: as_raw(raw, a),
     }
 }
 
-fn traffic_observation(source: &str, t: &corral_proxy::traffic::TrafficEntry) -> Observation {
+fn traffic_observation(
+    source: &str,
+    t: &corral_proxy::traffic::TrafficEntry,
+    raw: bool,
+) -> Observation {
     let at = humantime::parse_rfc3339_weak(&t.ts).unwrap_or_else(|_| SystemTime::now());
     let (category, severity, message) = match (&t.error, t.status) {
         (Some(e), _) => ("transport", Severity::Error, e.clone()),
@@ -316,11 +322,11 @@ fn traffic_observation(source: &str, t: &corral_proxy::traffic::TrafficEntry) ->
         first_seen: at,
         last_seen: at,
         count: 1,
-        raw: serde_json::to_value(t).unwrap_or(Value::Null),
+        raw: as_raw(raw, t),
     }
 }
 
-fn browser_observation(e: &corral_proxy::browser::BrowserEntry) -> Observation {
+fn browser_observation(e: &corral_proxy::browser::BrowserEntry, raw: bool) -> Observation {
     let at = humantime::parse_rfc3339_weak(&e.ts).unwrap_or_else(|_| SystemTime::now());
     let (category, severity) = match e.kind.as_str() {
         "error" => ("js", Severity::Error),
@@ -344,7 +350,7 @@ fn browser_observation(e: &corral_proxy::browser::BrowserEntry) -> Observation {
         first_seen: at,
         last_seen: at,
         count: u64::from(e.count.max(1)),
-        raw: serde_json::to_value(e).unwrap_or(Value::Null),
+        raw: as_raw(raw, e),
     }
 }
 
@@ -393,7 +399,7 @@ pub fn answer(src: &Sources<'_>, args: &Value) -> Result<(corral_errors::Report,
         },
     }
     let raw = flag("raw", false)?;
-    let gathered = gather(src);
+    let gathered = gather(src, raw);
     let mut report = corral_errors::report(gathered.observations, &gathered.sources, &query, now);
     report.unavailable = gathered.unavailable;
     Ok((report, raw))
@@ -422,4 +428,12 @@ pub fn definition() -> Value {
         },
         "annotations": {"readOnlyHint": true},
     })
+}
+
+/// A record as JSON when `raw` was asked for, else nothing.
+fn as_raw(raw: bool, record: &impl serde::Serialize) -> Value {
+    match raw {
+        true => serde_json::to_value(record).unwrap_or(Value::Null),
+        false => Value::Null,
+    }
 }
