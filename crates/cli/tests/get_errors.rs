@@ -4,14 +4,89 @@
 //! the broken ones first; once the process is fixed and restarted its error is history:
 //! gone from the default view, still found with `since`.
 //!
-//! The page's report is posted as the injected script posts it; the script itself runs
-//! in real Chromium in `crates/proxy/tests/chromium.rs`.
+//! The page is loaded through the proxy by real headless Chromium (Debian's `chromium`,
+//! installed by `scripts/install-peers.sh`), whose injected script reports the error.
 
 mod common;
 use common::http::request;
 use common::mcp::{McpClient, text};
 use common::*;
 use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The app's page: it renders, then a function gets `null` where it wanted a list.
+const PAGE: &str = "<!doctype html><html><head><title>users</title></head><body>\
+<div id=\"app\">loading</div><script>\
+function renderUsers(list) { return list.map(function (u) { return u.name; }); }\
+setTimeout(function () { document.getElementById('app').textContent = 'rendered'; renderUsers(null); }, 10);\
+</script></body></html>";
+
+/// The dev server: `PAGE` at every path, on a free loopback port.
+fn dev_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || serve(stream));
+        }
+    });
+    addr
+}
+
+fn serve(mut stream: TcpStream) {
+    let mut reader = BufReader::new(stream.try_clone().unwrap());
+    let mut line = String::new();
+    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+        line.clear();
+    }
+    let _ = write!(
+        stream,
+        "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{PAGE}",
+        PAGE.len()
+    );
+}
+
+/// Loads `url` in headless Chromium until its timers have run (virtual time), and
+/// returns the DOM it ended with.
+fn chromium_load(p: &Project, url: &str) -> String {
+    let profile = p.dir.join("chromium-profile");
+    let mut child = Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--no-first-run",
+            "--virtual-time-budget=3000",
+            "--dump-dom",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("chromium (Debian's package; ./scripts/install-peers.sh installs it)");
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            assert!(status.success(), "chromium: {status}");
+            break;
+        }
+        if start.elapsed() > DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish loading {url}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut dom = String::new();
+    std::io::Read::read_to_string(&mut child.stdout.take().unwrap(), &mut dom).unwrap();
+    dom
+}
 
 const CONFIG: &str = r#"
 [servers.notes]
@@ -24,7 +99,7 @@ command = ["python3", "-u", "app.py"]
 restart = "never"
 
 [proxies.site]
-target = "http://127.0.0.1:9"
+target = "http://{target}"
 
 [errors]
 ignore = ["ResizeObserver loop"]
@@ -51,7 +126,7 @@ fn get_errors(agent: &mut McpClient, args: Value) -> Value {
 
 #[test]
 fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_history() {
-    let p = Project::new(CONFIG);
+    let p = Project::new(&CONFIG.replace("{target}", &dev_server()));
     p.write("app.py", BROKEN_APP);
     let _down = Down(&p);
     let mut agent = McpClient::bridge(&p);
@@ -60,23 +135,22 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
         "a bare name whatever the prefix"
     );
 
-    // The page behind the proxy throws (what the injected script sends).
+    // The page behind the proxy throws, twice (two loads in real Chromium).
     let ps: Value = serde_json::from_str(&p.run(&["ps", "--json"]).stdout()).unwrap();
     let url = ps["proxies"][0]["url"].as_str().unwrap().to_owned();
-    let addr = url.strip_prefix("http://").unwrap();
-    let report = json!({"page": format!("{url}/users"), "errors": [{
-        "kind": "error",
-        "message": "Uncaught TypeError: Cannot read properties of null (reading 'map')",
-        "source": format!("{url}/assets/app.js"), "line": 28, "column": 12
-    }]});
-    // And a benign browser message the project's `[errors] ignore` hides.
+    for _ in 0..2 {
+        let dom = chromium_load(&p, &format!("{url}/users"));
+        assert!(dom.contains("<div id=\"app\">rendered</div>"), "{dom}");
+        assert!(dom.contains("/__corral/client.js"), "{dom}");
+    }
+    // And a benign browser message the project's `[errors] ignore` hides (as the
+    // injected script posts it).
     let benign = json!({"page": format!("{url}/users"), "errors": [{
         "kind": "error", "message": "ResizeObserver loop limit exceeded"
     }]});
-    for body in [&report, &report, &benign] {
-        let posted = request(addr, "POST", "/__corral/errors", &[], &body.to_string());
-        assert_eq!(posted.status, 204, "{posted:?}");
-    }
+    let addr = url.strip_prefix("http://").unwrap();
+    let posted = request(addr, "POST", "/__corral/errors", &[], &benign.to_string());
+    assert_eq!(posted.status, 204, "{posted:?}");
 
     let mut r = Value::Null;
     wait_until("the server, the process and the page in one answer", || {
@@ -113,6 +187,17 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
     let page = find("browser");
     assert_eq!(page["category"], "js");
     assert_eq!(page["count"], 2, "deduplicated: {t}");
+    assert_eq!(
+        page["message"], "Uncaught TypeError: Cannot read properties of null (reading 'map')",
+        "{t}"
+    );
+    assert_eq!(
+        page["location"],
+        // Column 180 of the page as served, the injected tag included: `map` in
+        // `list.map(`.
+        format!("{url}/users:1:180"),
+        "where the page's script threw: {t}"
+    );
     assert!(t.contains("[browser:js] TypeError (2x, latest"), "{t}");
     assert!(t.contains("page: "), "{t}");
     assert!(!t.contains("ResizeObserver"), "{t}");
