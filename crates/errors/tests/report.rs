@@ -85,7 +85,7 @@ fn observations() -> Vec<Observation> {
     };
     let js = |at: Observation| {
         at.location("src/components/UserList.tsx:28:12")
-            .context("page", "http://localhost:4173/users")
+            .context("page", "http://app.localhost/users")
     };
     vec![
         // A server alert (a warning).
@@ -142,7 +142,7 @@ fn observations() -> Vec<Observation> {
             t("18:29:50"),
         )
         .location("src/api/users.ts:14:5")
-        .context("page", "http://localhost:4173/users"),
+        .context("page", "http://app.localhost/users"),
         Observation::new(
             "browser",
             "rejection",
@@ -151,7 +151,7 @@ fn observations() -> Vec<Observation> {
             t("18:29:50"),
         )
         .location("src/api/client.ts:31:11")
-        .context("page", "http://localhost:4173/users"),
+        .context("page", "http://app.localhost/users"),
         Observation::new(
             "browser",
             "fetch",
@@ -160,11 +160,11 @@ fn observations() -> Vec<Observation> {
             t("18:29:49"),
         )
         .http(Http::new("GET", "/api/users", Some(500)))
-        .context("page", "http://localhost:4173/users"),
+        .context("page", "http://app.localhost/users"),
         // The proxy: a 500 seen four times, a real 404, a transport error, and noise.
         request(Severity::Error, "GET", "/api/users", 500, t("18:29:49"))
             .repeated(4, t("18:20:12"))
-            .context("upstream", "http://127.0.0.1:5173"),
+            .context("upstream", "http://vite.localhost"),
         request(
             Severity::Warning,
             "GET",
@@ -180,7 +180,7 @@ fn observations() -> Vec<Observation> {
             t("18:16:00"),
         )
         .http(Http::new("GET", "/api/orders", None))
-        .context("upstream", "http://127.0.0.1:5173"),
+        .context("upstream", "http://vite.localhost"),
         request(
             Severity::Warning,
             "GET",

@@ -59,19 +59,22 @@ time.sleep(60)
 
 #[tokio::test]
 async fn a_log_readiness_check_holds_the_process_in_starting_until_its_line_appears() {
-    let mut h = Harness::start_toml(
+    // A port read back from the OS (reserved meanwhile) for the line it would print.
+    let port = common::port::reserve_port();
+    let mut h = Harness::start_toml(&format!(
         r#"
 [processes.web]
 command = ["python3", "-c", '''
 import sys, time
 print("compiling", flush=True)
 sys.stdin.readline()
-print("Local: http://127.0.0.1:5173/", flush=True)
+print("Local: http://127.0.0.1:{}/", flush=True)
 time.sleep(60)
 ''']
-ready = { log = 'Local: +http' }
+ready = {{ log = 'Local: +http' }}
 "#,
-    );
+        port.port
+    ));
     let web = h.process("web");
     wait_until("the first line", || !lines(&h, "web").is_empty()).await;
     // It waits on stdin, which Corral holds open and empty: it cannot be ready.
