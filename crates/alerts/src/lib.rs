@@ -114,7 +114,7 @@ use std::borrow::Cow;
 
 pub use clean::clean;
 pub use log::{AlertLog, AlertQuery, Recorded};
-pub use model::{Alert, Location, Severity, Stream, alert_id};
+pub use model::{Alert, Location, Severity, Stream, alert_id, stable_id};
 pub use rules::{AlertRules, CATEGORIES, Limits};
 pub use scanner::Scanner;
 

@@ -22,6 +22,12 @@ impl Severity {
     }
 }
 
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl From<corral_config::AlertSeverity> for Severity {
     fn from(s: corral_config::AlertSeverity) -> Self {
         match s {
@@ -116,25 +122,25 @@ pub struct Alert {
     pub last_seen: SystemTime,
 }
 
-/// The stable id of an alert: FNV-1a (64 bits, folded to 32) over the fields that make
-/// two alerts "the same". FNV rather than std's hasher, whose output may change between
-/// Rust releases; the id is shown to users and agents and must not.
+/// The stable id of an alert: [`stable_id`] of its source, rule, message and location.
 pub fn alert_id(source: &str, rule: &str, message: &str, location: Option<&Location>) -> String {
+    let location = location.map(ToString::to_string);
+    let mut parts = vec![source, rule, message];
+    parts.extend(location.as_deref());
+    stable_id(&parts)
+}
+
+/// 8 hex digits of FNV-1a (64 bits, folded to 32) over `parts`, each followed by a
+/// `0xff` separator (a byte UTF-8 never contains, so ("ab","c") and ("a","bc") differ).
+/// FNV rather than std's hasher, whose output may change between Rust releases: these
+/// ids are shown to users and agents (alerts, `get_errors` entries) and must not.
+pub fn stable_id(parts: &[&str]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
+    for part in parts {
+        for &b in part.as_bytes().iter().chain(&[0xff]) {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
-        // A separator that cannot occur in UTF-8, so ("ab","c") and ("a","bc") differ.
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    };
-    eat(source.as_bytes());
-    eat(rule.as_bytes());
-    eat(message.as_bytes());
-    if let Some(loc) = location {
-        eat(loc.to_string().as_bytes());
     }
     format!("{:08x}", (h ^ (h >> 32)) as u32)
 }

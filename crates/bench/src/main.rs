@@ -116,16 +116,7 @@ fn gateway_profile(args: &[String]) -> ExitCode {
             Duration::from_secs_f64(secs.clamp(0.1, 600.0)),
         )
     });
-    match result {
-        Ok(line) => {
-            println!("{line}");
-            ExitCode::SUCCESS
-        }
-        Err(msg) => {
-            eprintln!("corral-bench: {msg}");
-            ExitCode::FAILURE
-        }
-    }
+    finish(result)
 }
 
 fn scan_drain_main(args: &[String]) -> ExitCode {
@@ -146,16 +137,7 @@ fn scan_drain_main(args: &[String]) -> ExitCode {
         }
     }
     println!("{}", util::machine_header());
-    match scan_drain::run(mib, rounds) {
-        Ok(table) => {
-            println!("{table}");
-            ExitCode::SUCCESS
-        }
-        Err(msg) => {
-            eprintln!("corral-bench: {msg}");
-            ExitCode::FAILURE
-        }
-    }
+    finish(scan_drain::run(mib, rounds))
 }
 
 fn faults_main(args: &[String]) -> ExitCode {
@@ -183,16 +165,7 @@ fn faults_main(args: &[String]) -> ExitCode {
         println!("{}", util::machine_header());
         faults::run(&fixture, &corral, &opts)
     });
-    match result {
-        Ok(report) => {
-            println!("{report}");
-            ExitCode::SUCCESS
-        }
-        Err(msg) => {
-            eprintln!("corral-bench: {msg}");
-            ExitCode::FAILURE
-        }
-    }
+    finish(result)
 }
 
 fn proxy_main(args: &[String]) -> ExitCode {
@@ -236,6 +209,20 @@ fn proxy_main(args: &[String]) -> ExitCode {
     }
 }
 
+/// Prints a benchmark's tables, or its error; the exit code says which.
+fn finish(result: Result<String, String>) -> ExitCode {
+    match result {
+        Ok(report) => {
+            println!("{report}");
+            ExitCode::SUCCESS
+        }
+        Err(msg) => {
+            eprintln!("corral-bench: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(proxy::TARGET_COMMAND) {
@@ -269,16 +256,7 @@ fn main() -> ExitCode {
             }
         };
         println!("{}", util::machine_header());
-        return match errors::run(calls) {
-            Ok(table) => {
-                println!("{table}");
-                ExitCode::SUCCESS
-            }
-            Err(msg) => {
-                eprintln!("corral-bench: {msg}");
-                ExitCode::FAILURE
-            }
-        };
+        return finish(errors::run(calls));
     }
     if args.first().map(String::as_str) == Some("scan-drain") {
         return scan_drain_main(&args[1..]);

@@ -1,32 +1,12 @@
 //! What the caller gathers: observations and what it knows about each source.
 
-use std::fmt;
 use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 
-/// How bad it is. Ordered: `Warning < Error`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    Warning,
-    Error,
-}
-
-impl Severity {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Warning => "warning",
-            Severity::Error => "error",
-        }
-    }
-}
-
-impl fmt::Display for Severity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+/// How bad it is (`Warning < Error`): the alert scanner's severity, so an alert's
+/// carries over as it is.
+pub use corral_alerts::Severity;
 
 /// The HTTP request an observation is about (a proxied request, a browser `fetch`).
 /// Typed, because the noise filter decides on it.

@@ -7,32 +7,14 @@ use crate::model::{Http, Observation, Severity, SourceInfo};
 use crate::noise::NoiseFilter;
 use crate::query::Query;
 
-/// The stable id of an entry: 8 hex digits of FNV-1a 64 (folded to 32 bits) over
-/// source, category, message and location, each followed by a `0xff` separator
-/// (a byte UTF-8 never contains, so `("ab", "c")` and `("a", "bc")` differ); nothing
-/// is fed for a missing location. Hand-written, not std's `DefaultHasher`, whose
-/// output may change between Rust releases: the id is shown to agents ("a1b2c3d4 is
-/// gone now") and must be the same across calls, runs and toolchains.
-///
-/// It is the same function as `corral_alerts::alert_id`, so an alert listed by
-/// `get_errors` (its rule as the category) keeps the id it has everywhere else.
+/// The stable id of an entry: [`corral_alerts::stable_id`] of its source, category,
+/// message and location (nothing for a missing one), the same as an alert's id, so an
+/// alert listed by `get_errors` (its rule as the category) keeps the id it has
+/// everywhere else, across calls, runs and toolchains ("a1b2c3d4 is gone now").
 pub fn entry_id(source: &str, category: &str, message: &str, location: Option<&str>) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |bytes: &[u8]| {
-        for &b in bytes {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0100_0000_01b3);
-        }
-        h ^= 0xff;
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    };
-    eat(source.as_bytes());
-    eat(category.as_bytes());
-    eat(message.as_bytes());
-    if let Some(location) = location {
-        eat(location.as_bytes());
-    }
-    format!("{:08x}", (h ^ (h >> 32)) as u32)
+    let mut parts = vec![source, category, message];
+    parts.extend(location);
+    corral_alerts::stable_id(&parts)
 }
 
 /// One distinct problem: every observation with the same source, category, message

@@ -265,10 +265,7 @@ fn alert_observation(a: &Alert, root: Option<&Path>, raw: bool) -> Observation {
     Observation {
         source: a.source.clone(),
         category: a.rule.clone(),
-        severity: match a.severity {
-            corral_alerts::Severity::Error => Severity::Error,
-            _ => Severity::Warning,
-        },
+        severity: a.severity,
         message: a.message.clone(),
         location: alert_location(a, root),
         context: Vec::new(),

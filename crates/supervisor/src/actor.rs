@@ -530,6 +530,27 @@ impl<R: Role> Actor<R> {
 
     /// A lifecycle command while running: `Start` is acked (it runs already); anything
     /// else, or the end of the mailbox, interrupts the run.
+    /// Runs `work` (getting ready, or serving) racing the child's exit, our control
+    /// messages and cancellation; whichever comes first ends it.
+    async fn race<T>(
+        &mut self,
+        inst: &mut Instance,
+        work: impl std::future::Future<Output = T>,
+    ) -> Interrupted<T> {
+        tokio::pin!(work);
+        loop {
+            break tokio::select! {
+                done = &mut work => Interrupted::Done(done),
+                status = inst.exited() => Interrupted::Exited(status),
+                msg = self.ctl.recv() => match Self::interrupts(msg) {
+                    Some(msg) => Interrupted::Control(msg),
+                    None => continue,
+                },
+                _ = self.cancel.cancelled() => Interrupted::Control(None),
+            };
+        }
+    }
+
     fn interrupts(msg: Option<Control>) -> Option<Option<Control>> {
         match msg {
             Some(Control::Start(ack)) => {
@@ -578,21 +599,7 @@ impl<R: Role> Actor<R> {
         let mut run = role.attach(&mut inst);
 
         // Getting ready, racing the child's exit and our own control messages.
-        let outcome = {
-            let start = run.start();
-            tokio::pin!(start);
-            loop {
-                break tokio::select! {
-                    r = &mut start => Interrupted::Done(r),
-                    status = inst.exited() => Interrupted::Exited(status),
-                    msg = self.ctl.recv() => match Self::interrupts(msg) {
-                        Some(msg) => Interrupted::Control(msg),
-                        None => continue,
-                    },
-                    _ = self.cancel.cancelled() => Interrupted::Control(None),
-                };
-            }
-        };
+        let outcome = self.race(&mut inst, run.start()).await;
         let ready = match outcome {
             Interrupted::Done(Ok(fields)) => fields,
             Interrupted::Done(Err(StartError::Closed)) => {
@@ -629,21 +636,7 @@ impl<R: Role> Actor<R> {
 
         // Serving, until it dies, must be killed, or is stopped.
         let ready_at = Instant::now();
-        let outcome = {
-            let serve = run.serve();
-            tokio::pin!(serve);
-            loop {
-                break tokio::select! {
-                    reason = &mut serve => Interrupted::Done(reason),
-                    status = inst.exited() => Interrupted::Exited(status),
-                    msg = self.ctl.recv() => match Self::interrupts(msg) {
-                        Some(msg) => Interrupted::Control(msg),
-                        None => continue,
-                    },
-                    _ = self.cancel.cancelled() => Interrupted::Control(None),
-                };
-            }
-        };
+        let outcome = self.race(&mut inst, run.serve()).await;
         let (reason, status) = match outcome {
             Interrupted::Done(reason) => {
                 run.close(&format!(
