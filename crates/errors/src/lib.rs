@@ -51,8 +51,8 @@ mod query;
 mod render;
 mod report;
 
-pub use model::{Http, Observation, Severity, SourceInfo};
+pub use model::{Http, Observation, Severity, SourceInfo, TextFrom};
 pub use noise::NoiseFilter;
 pub use query::{Query, SourceFilter, SourceKind, parse_since};
-pub use render::{MAX_TEXT, age};
+pub use render::{MAX_JSON_TEXT, MAX_TEXT, QUOTED_NOTE, RAW_BUDGET, age};
 pub use report::{Boundary, Entry, Report, entry_id, report};

@@ -36,6 +36,37 @@ impl Http {
     }
 }
 
+/// Who wrote an observation's text. Only Corral's own sentences are Corral's: a server's
+/// stderr, a process's output, a request's path, a dev server's error page and a web
+/// page's error report say whatever their authors (or an attacker who reached them)
+/// made them say. The report marks such text, so an agent reads it as data to diagnose,
+/// never as instructions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TextFrom {
+    /// Corral's own words (an exit status, a state).
+    Corral,
+    /// A server's stderr or a dev process's output.
+    Output,
+    /// A request through the dev proxy (its path) and the dev server's response (its
+    /// error message).
+    Http,
+    /// A web page's error report.
+    Page,
+}
+
+impl TextFrom {
+    /// How the text view says where the text came from; `None` for Corral's own.
+    pub fn label(self) -> Option<&'static str> {
+        match self {
+            TextFrom::Corral => None,
+            TextFrom::Output => Some("text from its output"),
+            TextFrom::Http => Some("text from HTTP"),
+            TextFrom::Page => Some("text from the page"),
+        }
+    }
+}
+
 /// One thing that went wrong, as the caller recorded it: an alert, a crash, a process
 /// exit, a browser error, a failed request. The caller may already have folded
 /// repeats into one (`count`, `first_seen`, `last_seen`); [`report`](crate::report)
@@ -55,6 +86,8 @@ pub struct Observation {
     pub location: Option<String>,
     /// Extra `name: value` lines shown after the location, in order: `("page", URL)`.
     pub context: Vec<(String, String)>,
+    /// Who wrote `message`, `location` and `context` (see [`TextFrom`]).
+    pub text_from: TextFrom,
     /// Set when the observation is about an HTTP request; the noise filter only
     /// applies its built-in rules to these.
     pub http: Option<Http>,
@@ -67,7 +100,8 @@ pub struct Observation {
 }
 
 impl Observation {
-    /// One occurrence at `at`; the builder methods below add the rest.
+    /// One occurrence at `at`, its text from a program's output until
+    /// [`Observation::text_from`] says otherwise; the builder methods below add the rest.
     pub fn new(
         source: impl Into<String>,
         category: impl Into<String>,
@@ -82,6 +116,7 @@ impl Observation {
             message: message.into(),
             location: None,
             context: Vec::new(),
+            text_from: TextFrom::Output,
             http: None,
             first_seen: at,
             last_seen: at,
@@ -97,6 +132,11 @@ impl Observation {
 
     pub fn context(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
         self.context.push((name.into(), value.into()));
+        self
+    }
+
+    pub fn text_from(mut self, from: TextFrom) -> Self {
+        self.text_from = from;
         self
     }
 

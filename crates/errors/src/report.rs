@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use crate::model::{Http, Observation, Severity, SourceInfo};
+use crate::model::{Http, Observation, Severity, SourceInfo, TextFrom};
 use crate::noise::NoiseFilter;
 use crate::query::Query;
 
@@ -31,6 +31,9 @@ pub struct Entry {
     pub location: Option<String>,
     /// Of the most recent observation.
     pub context: Vec<(String, String)>,
+    /// Who wrote the text (the same for every observation folded: it follows from the
+    /// source and category).
+    pub text_from: TextFrom,
     /// Of the most recent observation.
     pub http: Option<Http>,
     /// The sum of the observations' counts.
@@ -230,6 +233,7 @@ pub fn report(
                     message: obs.message,
                     location: obs.location,
                     context: obs.context,
+                    text_from: obs.text_from,
                     http: obs.http,
                     count,
                     first_seen: obs.first_seen.min(obs.last_seen),

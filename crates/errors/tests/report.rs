@@ -5,7 +5,8 @@
 use std::time::SystemTime;
 
 use corral_errors::{
-    Http, NoiseFilter, Observation, Query, Severity, SourceFilter, SourceInfo, parse_since, report,
+    Http, NoiseFilter, Observation, Query, Severity, SourceFilter, SourceInfo, TextFrom,
+    parse_since, report,
 };
 use insta::assert_snapshot;
 use serde_json::json;
@@ -60,7 +61,8 @@ fn sources() -> Vec<SourceInfo> {
                 "failed to start: uvx: No such file or directory (os error 2)",
                 t("18:25:01"),
             )
-            .context("command", "uvx mcp-search --stdio"),
+            .context("command", "uvx mcp-search --stdio")
+            .text_from(TextFrom::Corral),
         ),
         SourceInfo::new("server:notes", Some(t("17:00:00"))),
         SourceInfo::new("process:web", Some(t("18:15:00"))),
@@ -70,8 +72,24 @@ fn sources() -> Vec<SourceInfo> {
     ]
 }
 
-/// Everything recorded, noise and history included.
+/// Everything recorded, noise and history included; the text of each as its source
+/// wrote it (the page's, the request's, a program's output, Corral's for an exit).
 fn observations() -> Vec<Observation> {
+    recorded()
+        .into_iter()
+        .map(|o| {
+            let from = match (o.source.as_str(), o.category.as_str()) {
+                ("browser", _) => TextFrom::Page,
+                (s, _) if s.starts_with("proxy:") => TextFrom::Http,
+                (_, "exit") => TextFrom::Corral,
+                _ => TextFrom::Output,
+            };
+            o.text_from(from)
+        })
+        .collect()
+}
+
+fn recorded() -> Vec<Observation> {
     let traceback = |at: &str, n: u32| {
         Observation::new(
             "process:web",
@@ -385,4 +403,94 @@ fn colored_marks_severity_and_dims_ids() {
     }
     plain.push_str(rest);
     assert_eq!(plain, run(&query).text());
+}
+
+/// Regression (issue "14. Hardening", item 6): text a page, a request or a program wrote
+/// is marked as such, and the answer says it is data, never instructions; Corral's own
+/// sentences are not marked.
+#[test]
+fn quoted_text_is_marked_as_data() {
+    let text = run(&Query::default()).text();
+    let line = |needle: &str| {
+        text.lines()
+            .find(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in\n{text}"))
+            .to_owned()
+    };
+    assert!(line("[browser:js]").contains("text from the page"));
+    assert!(line("[proxy:web:http] GET /api/users").contains("text from HTTP"));
+    assert!(line("[process:web:python.traceback]").contains("text from its output"));
+    assert!(!line("[process:worker:exit]").contains("text from"));
+    assert!(
+        text.trim_end().ends_with(corral_errors::QUOTED_NOTE),
+        "{text}"
+    );
+    let json = run(&Query::default()).json(false);
+    let from: Vec<(&str, &str)> = json["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["source"].as_str().unwrap(),
+                e["text_from"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(from.contains(&("browser", "page")), "{from:?}");
+    assert!(from.contains(&("proxy:web", "http")), "{from:?}");
+    assert!(from.contains(&("process:worker", "corral")), "{from:?}");
+}
+
+/// Regression (issue "14. Hardening", item 8): one raw answer over a ring of requests
+/// with 60 KB paths was 60 MB. Texts are capped and raw records share one budget.
+#[test]
+fn a_raw_answer_is_bounded_in_bytes() {
+    let long = format!("/nf/{}", "A".repeat(60 * 1024));
+    let at = now() - std::time::Duration::from_secs(5);
+    let observations: Vec<Observation> = (0..60)
+        .map(|i| {
+            let path = format!("{long}{i}");
+            Observation::new(
+                "proxy:web",
+                "http",
+                Severity::Warning,
+                format!("GET {path} → 404"),
+                at,
+            )
+            .http(Http::new("GET", path.clone(), Some(404)))
+            .context("page", path.clone())
+            .raw(json!({ "url": path }))
+            .text_from(TextFrom::Http)
+        })
+        .collect();
+    let query = Query {
+        limit: 500,
+        ..Query::default()
+    };
+    let r = report(
+        observations,
+        &[SourceInfo::new("proxy:web", None)],
+        &query,
+        now(),
+    );
+    assert_eq!(r.entries.len(), 60);
+    let answer = serde_json::to_string(&r.json(true)).unwrap();
+    let budget = 60 * 4 * (corral_errors::MAX_JSON_TEXT + 512) + corral_errors::RAW_BUDGET;
+    assert!(
+        answer.len() <= budget,
+        "{} bytes, budget {budget}",
+        answer.len()
+    );
+    let json = r.json(true);
+    assert!(
+        json["raw_left_out"].as_u64().unwrap() > 40,
+        "{}",
+        json["raw_left_out"]
+    );
+    let first = &json["entries"][0];
+    assert!(first["message"].as_str().unwrap().ends_with('…'));
+    assert!(first["message"].as_str().unwrap().len() <= corral_errors::MAX_JSON_TEXT);
+    assert_eq!(first["raw"].as_array().unwrap().len(), 1);
+    assert!(r.text().len() < 60 * 4 * 250, "{}", r.text().len());
 }
