@@ -68,6 +68,12 @@ pub enum Command {
         /// Detach: start the daemon in the background and return.
         #[arg(short, long)]
         detach: bool,
+        /// Let this project's corral.toml widen access: `[gateway] auth = "none"` and
+        /// listen addresses beyond loopback apply (without this, or
+        /// CORRAL_ALLOW_WIDENED_ACCESS=1, or the project in your user config's
+        /// `[trust] widen_access`, they are not applied and a warning says so).
+        #[arg(long)]
+        allow_widened_access: bool,
     },
     /// Stop the daemon: every server stopped gracefully.
     Down,
@@ -261,7 +267,10 @@ pub enum Command {
     },
     /// Internal: the detached daemon (`corral up -d` starts it).
     #[command(name = "__daemon", hide = true)]
-    Daemon,
+    Daemon {
+        #[arg(long)]
+        allow_widened_access: bool,
+    },
     /// Internal: the watchdog that kills the servers' process groups if corral dies.
     #[command(name = "__guard", hide = true)]
     Guard,

@@ -184,7 +184,8 @@ fn severity(kind: Option<Kind>) -> u8 {
             | Kind::ServerRestarting
             | Kind::ServerNoise
             | Kind::ServerCallTimeout
-            | Kind::GatewayListenFailed,
+            | Kind::GatewayListenFailed
+            | Kind::ConfigAccess,
         ) => 1,
         _ => 0,
     }

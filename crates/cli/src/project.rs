@@ -19,6 +19,23 @@ pub fn load(explicit: Option<&Path>) -> Result<Config, Failure> {
     Ok(config)
 }
 
+/// `config` as this command may run it (outside the daemon, e.g. a standalone proxy):
+/// through the trust gate ([`corral_config::trust`]) with the user's opt-in from the
+/// environment and the user config; what the gate says goes to stderr.
+pub fn gated(config: &Config) -> Config {
+    let trust = corral_config::trust::Trust::resolve(false, &|name| std::env::var(name).ok());
+    let (config, notices) = corral_config::trust::gate(config, &trust);
+    for n in &notices {
+        eprintln!("corral: warning: {n}");
+    }
+    if notices.is_empty()
+        && let Some(problem) = &trust.problem
+    {
+        eprintln!("corral: warning: your user config is not used: {problem}");
+    }
+    config
+}
+
 /// A config error as a usage failure (exit 2).
 pub fn config_failure(e: ConfigError) -> Failure {
     Failure::Usage(e.to_string())

@@ -66,6 +66,7 @@ fn read(path: &Path) -> String {
 #[test]
 fn a_secret_printed_by_a_server_never_reaches_logs_events_or_tools() {
     let p = Project::new(&leaky_config());
+    p.trust_widening();
     let _down = Down(&p);
     assert_eq!(p.run(&["up", "-d"]).code(), 0);
     let call = p.run(&[
@@ -185,6 +186,7 @@ fn state_files_are_private_whatever_the_auth_mode() {
         let p = Project::new(&format!(
             "[gateway]\nauth = \"{auth}\"\n\n[servers.fx]\ncommand = \"{{fixture}}\"\n"
         ));
+        p.trust_widening();
         // Left by an older version: a world-readable state directory and log.
         let logs = p.dir.join(".corral/logs");
         std::fs::create_dir_all(&logs).unwrap();
@@ -244,6 +246,7 @@ fn on_a_terminal(p: &Project, args: &str) -> String {
 #[test]
 fn terminal_escapes_from_a_server_are_shown_escaped_on_a_terminal() {
     let p = Project::new("[gateway]\nauth = \"none\"\n\n[servers.fx]\ncommand = \"{fixture}\"\n");
+    p.trust_widening();
     let _down = Down(&p);
     assert_eq!(p.run(&["up", "-d"]).code(), 0);
     let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2Jcleared\u{9b}31m";

@@ -55,6 +55,10 @@ pub enum ConfigError {
         path: PathBuf,
         problems: Vec<Problem>,
     },
+
+    /// A file Corral will not trust (the user config, when others can write it).
+    #[error("{}: refused: {reason}", path.display())]
+    Refused { path: PathBuf, reason: String },
 }
 
 fn not_found_message(searched: &[PathBuf]) -> String {

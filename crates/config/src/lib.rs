@@ -70,6 +70,7 @@ mod suggest;
 mod template;
 mod toml_load;
 mod tree;
+pub mod trust;
 
 #[cfg(test)]
 mod tests;
@@ -161,6 +162,7 @@ pub fn load_str(
         alerts: raw.alerts,
         error_noise: raw.error_noise,
         notes,
+        access_keys: raw.access_keys,
     })
 }
 

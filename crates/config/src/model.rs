@@ -45,6 +45,9 @@ pub struct Config {
     /// What loading left out, for the user to read (`corral` prints these on stderr):
     /// an `.mcp.json` entry that runs Corral itself is skipped, not run.
     pub notes: Vec<String>,
+    /// Where `gateway.listen`, `gateway.auth` and each `proxies.NAME.listen` are written
+    /// (line, column of the key), for [`crate::trust`]'s notices. Empty for JSON configs.
+    pub access_keys: BTreeMap<String, (usize, usize)>,
 }
 
 impl Config {

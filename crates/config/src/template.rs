@@ -18,7 +18,9 @@ const HEADER: &str = r#"# corral.toml: the MCP servers and dev processes of this
 # Address of the shared MCP endpoint (Streamable HTTP at /mcp). Unset: a free loopback
 # port, the same one as last time when it is still free; `corral up` prints it,
 # `corral ps` shows it and .corral/endpoint holds it. Agents that start `corral mcp`
-# do not need it. Set an address only if an HTTP client needs a fixed one:
+# do not need it. Set an address only if an HTTP client needs a fixed one. An address
+# beyond loopback (127.0.0.0/8, ::1) applies only if you allow it outside this file
+# (see auth below):
 # listen = "127.0.0.1:8080"
 # "always": tools are named <server>__<tool>, so no two servers can collide.
 # "never": bare tool names; when two servers offer the same name, the second one's
@@ -27,7 +29,11 @@ tool_prefix = "always"
 # Corral's own tools for agents (corral__servers, corral__server_logs,
 # corral__restart_server; bare names with tool_prefix = "never").
 builtin_tools = true
-# HTTP clients send the bearer token from .corral/token ("none": no token; local only).
+# HTTP clients send the bearer token from .corral/token. "none" (no token: every local
+# user could run commands as you) applies only if you allow it outside this repository:
+# `[trust] widen_access = ["/path/to/project"]` in ~/.config/corral/config.toml, or
+# `corral up --allow-widened-access`, or CORRAL_ALLOW_WIDENED_ACCESS=1; otherwise the
+# token stays and `corral check` says why.
 auth = "token"
 
 [defaults]
@@ -83,7 +89,8 @@ const EXAMPLES: &str = r#"
 # errors (`corral proxy web --log`, and the agent's proxy_log tool).
 # [proxies.web]
 # target = "http://127.0.0.1:5173"   # the dev server
-# listen = "127.0.0.1:4173"          # open this in the browser (default: a free port)
+# listen = "127.0.0.1:4173"          # open this in the browser (default: a free port;
+#                                    # beyond loopback only if allowed, like [gateway])
 "#;
 
 /// What `corral init` writes, and what it left out.

@@ -101,6 +101,17 @@ pub async fn connect_or_start(
     exe: &Path,
     config: &Path,
 ) -> Result<UnixStream, ClientError> {
+    connect_or_start_with(paths, exe, config, &[]).await
+}
+
+/// [`connect_or_start`], with `daemon_args` after `__daemon` when it starts one (`corral
+/// up -d --allow-widened-access` passes its flag on).
+pub async fn connect_or_start_with(
+    paths: &Paths,
+    exe: &Path,
+    config: &Path,
+    daemon_args: &[&str],
+) -> Result<UnixStream, ClientError> {
     if let Ok(s) = connect(paths).await {
         return Ok(s);
     }
@@ -110,7 +121,7 @@ pub async fn connect_or_start(
         return Ok(s);
     }
     if !is_locked(&paths.pid) {
-        spawn_detached(paths, exe, config)?;
+        spawn_detached(paths, exe, config, daemon_args)?;
     }
     let deadline = Instant::now() + START_WAIT;
     loop {
@@ -131,15 +142,22 @@ pub async fn connect_or_start(
     }
 }
 
-/// Starts `exe -c config __daemon` in its own session, output to the daemon log. The
-/// process is reaped by a thread so it never lingers as a zombie of this client.
-pub fn spawn_detached(paths: &Paths, exe: &Path, config: &Path) -> Result<(), ClientError> {
+/// Starts `exe -c config __daemon [daemon_args]` in its own session, output to the
+/// daemon log. The process is reaped by a thread so it never lingers as a zombie of this
+/// client.
+pub fn spawn_detached(
+    paths: &Paths,
+    exe: &Path,
+    config: &Path,
+    daemon_args: &[&str],
+) -> Result<(), ClientError> {
     // 0600: the daemon's console (servers' stderr, redacted, and events) goes there.
     let log = corral_supervisor::stderr::open_private(&paths.daemon_log)?;
     let mut cmd = std::process::Command::new(exe);
     cmd.arg("-c")
         .arg(config)
         .arg("__daemon")
+        .args(daemon_args)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)

@@ -93,6 +93,9 @@ pub struct DaemonOptions {
     pub on_event: Option<EventSink>,
     /// The program to re-run as the guard process (`corral __guard`).
     pub guard_exe: Option<PathBuf>,
+    /// `--allow-widened-access`: the project's config may widen access (see
+    /// [`corral_config::trust`]); also on reloads.
+    pub allow_widened_access: bool,
 }
 
 /// Runs the daemon for `config` until `stop` resolves or a client asks it to shut down.
@@ -103,6 +106,8 @@ pub async fn run(
     ready: impl FnOnce(&DaemonInfo),
     stop: impl std::future::Future<Output = ()>,
 ) -> Result<(), DaemonError> {
+    // Who may reach the daemon is the user's decision, never the repository's.
+    let (config, access) = gate(&config, opts.allow_widened_access);
     let paths = Paths::new(&config.path, &config.state_dir);
     paths.prepare().map_err(io("create", &paths.state_dir))?;
     let lock = FileLock::try_lock(&paths.pid).map_err(io("lock", &paths.pid))?;
@@ -177,6 +182,11 @@ pub async fn run(
         &sopts,
     );
     let mut containment = containment;
+    // Said in `corral ps` for as long as the daemon runs, as an event and on the console.
+    for notice in &access {
+        bus.emit(access_event(notice));
+    }
+    containment.extend(access.iter().map(|n| n.message.clone()));
     if let Err(e) = supervisor.start_processes(config.start_order()) {
         containment.push(e);
     }
@@ -271,6 +281,7 @@ pub async fn run(
         bus: bus.clone(),
         shutdown: shutdown.clone(),
         followers: std::sync::Mutex::new(Some(followers_tx)),
+        allow_widened_access: opts.allow_widened_access,
     });
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(io("handle SIGHUP for", &state.paths.pid))?;
@@ -316,6 +327,54 @@ pub async fn run(
     let _ = tokio::time::timeout(Duration::from_secs(2), journal).await;
     drop(lock);
     Ok(())
+}
+
+/// `config` as it may run: [`corral_config::trust::gate`] with the trust of the user
+/// (`allow` is `--allow-widened-access`; the environment and the user config are read
+/// now), and what to tell them. A user config that cannot be used is one more line.
+pub(crate) fn gate(config: &Config, allow: bool) -> (Config, Vec<AccessNote>) {
+    let trust = corral_config::trust::Trust::resolve(allow, &|name| std::env::var(name).ok());
+    let (config, notices) = corral_config::trust::gate(config, &trust);
+    let mut notes: Vec<AccessNote> = notices
+        .into_iter()
+        .map(|n| AccessNote {
+            message: n.to_string(),
+            notice: Some(n),
+        })
+        .collect();
+    if notes.is_empty()
+        && let Some(problem) = &trust.problem
+    {
+        notes.push(AccessNote {
+            message: format!(
+                "your user config is not used: {}",
+                problem.to_string().replace('\n', "; ")
+            ),
+            notice: None,
+        });
+    }
+    (config, notes)
+}
+
+/// One line of what [`gate`] says: a setting (not) applied, or the user config's problem.
+pub(crate) struct AccessNote {
+    pub message: String,
+    pub notice: Option<corral_config::trust::Notice>,
+}
+
+/// The `config.access` event of `note`.
+pub(crate) fn access_event(note: &AccessNote) -> Event {
+    let mut ev =
+        Event::new(Kind::ConfigAccess, Source::Corral).with("reason", note.message.clone());
+    if let Some(n) = &note.notice {
+        ev = ev
+            .with("file", n.file.display().to_string())
+            .with("line", n.line)
+            .with("column", n.column)
+            .with("key", n.key.clone())
+            .with("applied", n.applied);
+    }
+    ev
 }
 
 /// Binds the HTTP endpoint: the configured address; unset, the port of the last run

@@ -18,6 +18,8 @@ async fn a_guard_that_cannot_start_is_an_event_and_a_status_warning() {
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let opts = DaemonOptions {
         guard_exe: Some("/nonexistent/corral".into()),
+        // auth = "none" applies (and no user config is read).
+        allow_widened_access: true,
         ..DaemonOptions::default()
     };
     let seen = info.clone();

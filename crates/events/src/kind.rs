@@ -86,6 +86,10 @@ kinds! {
     DaemonReloadFailed => "daemon.reload_failed",
     /// The guard or the subreaper could not be set up.
     DaemonContainmentFailed => "daemon.containment_failed",
+    /// A setting of the project's config that widens access (`auth = "none"`, a listen
+    /// address beyond loopback): not applied without the user's opt-in, or applied with
+    /// it (file, line, column, key, applied, reason).
+    ConfigAccess => "config.access",
     /// The journal writer fell behind and lost events.
     JournalLagged => "journal.lagged",
     /// A dev process is being spawned.

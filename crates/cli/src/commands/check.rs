@@ -5,6 +5,12 @@
 //!
 //! Problems are errors (exit 2). Warnings are not: the command may be installed, or the
 //! script built, before the servers start; `check` says what `start` would say.
+//!
+//! Settings that widen access (`[gateway] auth = "none"`, a listen address beyond
+//! loopback) are warnings too, with file, line and key: the config is valid, and without
+//! the user's opt-in Corral runs it safely (see [`corral_config::trust`]), not applying
+//! them; the warning says so and how to opt in, or, with the opt-in, what is open. A
+//! user config that cannot be used (invalid, writable by others) is an error.
 
 use crate::{CmdResult, Failure, project};
 use corral_config::{Config, ConfigError, Problem, Transport};
@@ -31,7 +37,24 @@ pub fn run(config: Option<&Path>, json: bool) -> CmdResult {
         }
         Err(e) => return Err(project::config_failure(e)),
     };
-    let warnings = warnings(&cfg);
+    // What the trust gate would not apply (or applies) when this config runs; a user
+    // config that cannot be used is an error like the project's own problems.
+    let trust = corral_config::trust::Trust::resolve(false, &|name| std::env::var(name).ok());
+    if let Some(e) = trust.problem {
+        if json {
+            println!("{}", problems_json(&e));
+            return Err(Failure::Usage(String::new()));
+        }
+        return Err(project::config_failure(e));
+    }
+    let (_, access) = corral_config::trust::gate(&cfg, &trust);
+    let mut warnings = warnings(&cfg);
+    warnings.extend(access.iter().map(|n| Warning {
+        kind: "access",
+        name: n.key.clone(),
+        key: n.key.clone(),
+        message: n.to_string(),
+    }));
     if json {
         let v = json!({
             "ok": true,
@@ -47,7 +70,12 @@ pub fn run(config: Option<&Path>, json: bool) -> CmdResult {
         return Ok(());
     }
     for w in &warnings {
-        eprintln!("corral: warning: {}: {}", w.key, w.message);
+        if w.kind == "access" {
+            // The message names the file, line and key itself.
+            eprintln!("corral: warning: {}", w.message);
+        } else {
+            eprintln!("corral: warning: {}: {}", w.key, w.message);
+        }
     }
     let note = match warnings.len() {
         0 => String::new(),
@@ -86,7 +114,7 @@ fn problems_json(e: &ConfigError) -> Value {
                 })
                 .collect(),
         ),
-        ConfigError::Read { path, .. } => (
+        ConfigError::Read { path, .. } | ConfigError::Refused { path, .. } => (
             json!(path),
             vec![
                 json!({"file": path, "line": null, "column": null, "key": "", "message": e.to_string()}),
@@ -102,9 +130,10 @@ fn problems_json(e: &ConfigError) -> Value {
     json!({ "ok": false, "config": config, "problems": problems })
 }
 
-/// Something that will make a server or process fail at start unless fixed first.
+/// Something that will make a server or process fail at start unless fixed first, or a
+/// setting that widens access (applied with the user's opt-in, else not applied).
 struct Warning {
-    /// `server` or `process` (the JSON key of `name`).
+    /// `server`, `process` or `access` (the JSON key of `name`; for `access` the key).
     kind: &'static str,
     name: String,
     /// The config key to fix, e.g. `servers.files.command`.

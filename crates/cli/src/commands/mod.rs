@@ -21,10 +21,15 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
     match cli.command {
         Command::Init { force } => init::run(config, force),
         Command::Check { json } => check::run(config, json),
-        Command::Up { detach } => up::run(config, detach).await,
+        Command::Up {
+            detach,
+            allow_widened_access,
+        } => up::run(config, detach, allow_widened_access).await,
         Command::Down => up::down(config).await,
         Command::Reload { json } => ctl::reload(config, json).await,
-        Command::Daemon => up::daemon(config).await,
+        Command::Daemon {
+            allow_widened_access,
+        } => up::daemon(config, allow_widened_access).await,
         Command::Mcp { standalone } => mcp::run(config, standalone).await,
         Command::Ps { json } => ctl::ps(config, json).await,
         Command::Tools {

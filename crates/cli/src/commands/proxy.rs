@@ -102,7 +102,7 @@ async fn standalone(config: Option<&Path>, wanted: Wanted) -> CmdResult {
             wanted.listen.as_deref().unwrap_or("127.0.0.1:0"),
         ),
         None => {
-            let cfg = project::load(config)?;
+            let cfg = project::gated(&project::load(config)?);
             let Some(c) = cfg.proxies.get(&wanted.name) else {
                 return Err(Failure::Usage(format!(
                     "{} has no [proxies.{}]; give the dev server with --target URL",

@@ -23,19 +23,22 @@ macro_rules! tell {
 use std::time::{Duration, Instant};
 
 /// Foreground daemon with a live console.
-pub async fn run(config: Option<&Path>, detach: bool) -> CmdResult {
+/// With `allow_widened_access` (`--allow-widened-access`), the config's `auth = "none"`
+/// and listen addresses beyond loopback apply (see [`corral_config::trust`]; the daemon
+/// makes the decision and says what it did).
+pub async fn run(config: Option<&Path>, detach: bool, allow_widened_access: bool) -> CmdResult {
     let cfg = project::load(config)?;
     if detach {
-        return detached(&cfg).await;
+        return detached(&cfg, allow_widened_access).await;
     }
-    serve(cfg).await
+    serve(cfg, allow_widened_access).await
 }
 
 /// The detached daemon itself (`corral -c FILE __daemon`): its stdout and stderr are
 /// `.corral/daemon.log`, which holds only the daemon's own lines (its start, warnings,
 /// a panic): events are in the journal and each server's stderr in its own log, so
 /// neither is copied there. The file is rotated like every other log.
-pub async fn daemon(config: Option<&Path>) -> CmdResult {
+pub async fn daemon(config: Option<&Path>, allow_widened_access: bool) -> CmdResult {
     let cfg = project::load(config)?;
     let log = paths(&cfg).daemon_log;
     rotate_if_big(&log);
@@ -44,6 +47,7 @@ pub async fn daemon(config: Option<&Path>) -> CmdResult {
         console: None,
         on_event: None,
         guard_exe: std::env::current_exe().ok(),
+        allow_widened_access,
     };
     corral_daemon::run(cfg, opts, |i| announce(i, true), project::interrupted())
         .await
@@ -86,7 +90,7 @@ fn rotate_own_output(log: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn serve(cfg: corral_config::Config) -> CmdResult {
+async fn serve(cfg: corral_config::Config, allow_widened_access: bool) -> CmdResult {
     let style = output::Style::stderr();
     let opts = DaemonOptions {
         console: Some(corral_supervisor::Console::stderr()),
@@ -94,6 +98,7 @@ async fn serve(cfg: corral_config::Config) -> CmdResult {
             tell!("{}", output::render_console_event(ev, style, stderr_shown))
         })),
         guard_exe: std::env::current_exe().ok(),
+        allow_widened_access,
     };
     corral_daemon::run(cfg, opts, |i| announce(i, false), project::interrupted())
         .await
@@ -130,7 +135,7 @@ fn announce(info: &corral_daemon::DaemonInfo, detached: bool) {
 }
 
 /// `up -d`: start the daemon in the background (or report the running one).
-async fn detached(cfg: &corral_config::Config) -> CmdResult {
+async fn detached(cfg: &corral_config::Config, allow_widened_access: bool) -> CmdResult {
     let p = paths(cfg);
     if let Ok(status) = project::daemon_request(cfg, &Request::Status).await {
         let status: DaemonStatus = project::reply_as(status)?;
@@ -144,7 +149,12 @@ async fn detached(cfg: &corral_config::Config) -> CmdResult {
     }
     let exe = std::env::current_exe()
         .map_err(|e| Failure::Op(format!("cannot find my own binary: {e}")))?;
-    corral_daemon::client::connect_or_start(&p, &exe, &cfg.path)
+    let daemon_args: &[&str] = if allow_widened_access {
+        &[corral_config::trust::ALLOW_FLAG]
+    } else {
+        &[]
+    };
+    corral_daemon::client::connect_or_start_with(&p, &exe, &cfg.path, daemon_args)
         .await
         .map_err(|e| Failure::Op(e.to_string()))?;
     let status: DaemonStatus =

@@ -15,8 +15,14 @@ pub struct Up {
 
 impl Up {
     pub fn start(p: &super::Project) -> Up {
+        Self::start_with(p, &[])
+    }
+
+    /// [`Up::start`] with `envs` set for `corral up`.
+    pub fn start_with(p: &super::Project, envs: &[(&str, &str)]) -> Up {
         let mut child = p
             .cmd(&["up"])
+            .envs(envs.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()

@@ -70,12 +70,33 @@ impl Project {
         std::fs::write(self.dir.join(name), text).unwrap();
     }
 
+    /// `corral ARGS` in the project. Its user config is [`Project::user_config`] (absent
+    /// unless a test writes it), never the developer's own, and no opt-in to widened
+    /// access comes from the environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(corral());
         c.args(args)
             .current_dir(&self.dir)
-            .env_remove("CORRAL_CONFIG");
+            .env_remove("CORRAL_CONFIG")
+            .env("CORRAL_USER_CONFIG", self.user_config())
+            .env_remove("CORRAL_ALLOW_WIDENED_ACCESS");
         c
+    }
+
+    /// The user config every `corral` of this project reads (see [`Project::cmd`]).
+    pub fn user_config(&self) -> PathBuf {
+        self.dir.join(".test-user/config.toml")
+    }
+
+    /// Writes the user config so this project's corral.toml may widen access (`auth =
+    /// "none"`, listen beyond loopback): `[trust] widen_access = [DIR]`, mode 0600.
+    pub fn trust_widening(&self) {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.user_config();
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let dir = self.dir.display().to_string();
+        std::fs::write(&path, format!("[trust]\nwiden_access = [{dir:?}]\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
     }
 
     /// Runs to completion, bounded by [`DEADLINE`].

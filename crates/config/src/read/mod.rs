@@ -57,6 +57,9 @@ pub(crate) struct RawConfig {
     pub proxies: Vec<RawProxy>,
     pub alerts: AlertSettings,
     pub error_noise: Vec<String>,
+    /// Where `gateway.listen`, `gateway.auth` and each `proxies.NAME.listen` are
+    /// written (the key), for what [`crate::trust`] says about them.
+    pub access_keys: std::collections::BTreeMap<String, (usize, usize)>,
 }
 
 #[derive(Debug)]
@@ -209,11 +212,79 @@ pub(crate) fn read(root: &Node, format: Format) -> (RawConfig, Vec<Problem>) {
         format,
         problems: Vec::new(),
     };
-    let raw = match format {
+    let mut raw = match format {
         Format::Toml => reader.toml(root),
         Format::McpJson | Format::VsCode => reader.json(root),
     };
+    if format == Format::Toml {
+        raw.access_keys = access_keys(root);
+    }
     (raw, reader.problems)
+}
+
+/// Where the keys that decide who can connect are written: `gateway.listen`,
+/// `gateway.auth`, `proxies.NAME.listen` (the key's own line and column).
+fn access_keys(root: &Node) -> std::collections::BTreeMap<String, (usize, usize)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut put = |key: String, e: &Entry| {
+        out.insert(key, (e.key_pos.line, e.key_pos.column));
+    };
+    if let Some(gateway) = root.get("gateway") {
+        for key in ["listen", "auth"] {
+            if let Some(e) = gateway.node.get(key) {
+                put(join("gateway", key), e);
+            }
+        }
+    }
+    if let Some(Entry {
+        node: Node {
+            value: Value::Table(proxies),
+            ..
+        },
+        ..
+    }) = root.get("proxies")
+    {
+        for proxy in proxies {
+            if let Some(e) = proxy.node.get("listen") {
+                put(join(&join("proxies", &proxy.key), "listen"), e);
+            }
+        }
+    }
+    out
+}
+
+/// The user config (see [`crate::trust`]): `[trust] widen_access`, each entry as
+/// written with its position, and every problem (unknown keys, wrong types) found.
+pub(crate) fn read_user(root: &Node) -> (Vec<(String, Pos)>, Vec<Problem>) {
+    let mut reader = Reader {
+        format: Format::Toml,
+        problems: Vec::new(),
+    };
+    let entries = match &root.value {
+        Value::Table(entries) => entries.as_slice(),
+        _ => &[],
+    };
+    reader.check_keys(entries, "", &["trust"]);
+    let mut dirs = Vec::new();
+    if let Some(trust) = root.get("trust")
+        && let Some(entries) = reader.entries(&trust.node, "trust")
+    {
+        reader.check_keys(entries, "trust", &["widen_access"]);
+        if let Some(e) = trust.node.get("widen_access") {
+            let key = "trust.widen_access";
+            match &e.node.value {
+                Value::Array(items) => {
+                    for (i, item) in items.iter().enumerate() {
+                        if let Some(s) = reader.string(item, &format!("{key}[{i}]")) {
+                            dirs.push((s, item.pos));
+                        }
+                    }
+                }
+                _ => reader.wrong_type(&e.node, key, "an array of project directories"),
+            }
+        }
+    }
+    (dirs, reader.problems)
 }
 
 /// The section readers: one method per kind of table, built on the getters in
@@ -306,6 +377,7 @@ impl Reader {
             proxies,
             alerts,
             error_noise,
+            access_keys: Default::default(),
         }
     }
 
@@ -763,6 +835,7 @@ impl Reader {
             proxies: Vec::new(),
             alerts: AlertSettings::default(),
             error_noise: Vec::new(),
+            access_keys: Default::default(),
         }
     }
 }

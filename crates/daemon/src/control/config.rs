@@ -25,13 +25,18 @@ pub(crate) async fn reload(state: &State) -> Reply {
             return Reply::err(msg);
         }
     };
+    // The file may have changed under the daemon: it passes the same gate as at start.
+    let (new, access) = crate::lifecycle::gate(&new, state.allow_widened_access);
+    for note in &access {
+        state.bus.emit(crate::lifecycle::access_event(note));
+    }
     let old = state.config.read().unwrap().clone();
     let mut guard = state.supervisor.lock().await;
     let Some(sup) = guard.as_mut() else {
         return Reply::err("the daemon is shutting down");
     };
     let (mut added, mut removed, mut restarted, mut unchanged) = (vec![], vec![], vec![], vec![]);
-    let mut warnings = Vec::new();
+    let mut warnings: Vec<String> = access.into_iter().map(|n| n.message).collect();
     // Processes first: stop the ones removed or changed, before the servers they may
     // use change; they start again once the servers are in place.
     let changed_servers: BTreeSet<&str> = old

@@ -62,6 +62,8 @@ pub(crate) struct State {
     /// Cloned by every `events -f` stream while it runs; taken out at the end of
     /// shutdown, so the daemon knows when the last follower has its `daemon.stopped`.
     pub(crate) followers: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<()>>>,
+    /// `--allow-widened-access` of the daemon's start, for reloads' trust gate.
+    pub(crate) allow_widened_access: bool,
 }
 
 impl State {

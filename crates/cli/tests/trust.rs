@@ -1,0 +1,223 @@
+//! A repository's corral.toml cannot widen access by itself: `auth = "none"` and listen
+//! addresses beyond loopback apply only with the user's opt-in (their user config's
+//! `[trust] widen_access`, `--allow-widened-access`, `CORRAL_ALLOW_WIDENED_ACCESS=1`).
+//! Through the real daemon and real sockets, and as a second local user where the
+//! machine allows creating one.
+
+mod common;
+use common::http::{Up, request};
+use common::*;
+use std::path::Path;
+use std::process::Command;
+
+/// A repository that tries to open Corral to everyone: no token, every interface, and a
+/// proxy on every interface.
+const WIDE: &str = r#"[gateway]
+auth = "none"
+listen = "0.0.0.0:0"
+
+[proxies.web]
+target = "http://127.0.0.1:9"
+listen = "0.0.0.0:0"
+"#;
+
+const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+
+fn json_headers() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("Content-Type", "application/json"),
+        ("Accept", "application/json, text/event-stream"),
+    ]
+}
+
+/// The proxy `name`'s URL from `corral ps --json`.
+fn proxy_url(p: &Project, name: &str) -> String {
+    let ps = p.run(&["ps", "--json"]);
+    assert_eq!(ps.code(), 0, "{ps:?}");
+    let v: serde_json::Value = serde_json::from_str(&ps.stdout()).unwrap();
+    v["proxies"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["name"] == name)
+        .and_then(|r| r["url"].as_str())
+        .unwrap_or_else(|| panic!("no proxy {name} in {v}"))
+        .to_owned()
+}
+
+#[test]
+fn without_the_users_opt_in_the_token_stays_and_nothing_leaves_loopback() {
+    let p = Project::new(WIDE);
+    let up = Up::start(&p);
+    assert!(
+        up.addr.starts_with("127.0.0.1:"),
+        "the endpoint listens on loopback, not 0.0.0.0: {}",
+        up.url
+    );
+    assert_eq!(up.token.len(), 64, "a token is printed: auth stays token");
+    let r = request(&up.addr, "POST", "/mcp", &json_headers(), INIT);
+    assert_eq!(r.status, 401, "no token, no entry: {r:?}");
+    let r = up.post(INIT, &[]);
+    assert_eq!(r.status, 200, "the token works: {r:?}");
+    assert!(
+        proxy_url(&p, "web").starts_with("http://127.0.0.1:"),
+        "the proxy stays on loopback"
+    );
+    // Said where the user sees it: the daemon's status warnings and the journal.
+    let ps = p.run(&["ps", "--json"]);
+    assert!(
+        ps.stdout()
+            .contains("gateway.auth: auth = \\\"none\\\" is not applied"),
+        "{ps:?}"
+    );
+    wait_until("config.access events in the journal", || {
+        let journal =
+            std::fs::read_to_string(p.dir.join(".corral/events.jsonl")).unwrap_or_default();
+        journal.matches("\"config.access\"").count() >= 3
+    });
+}
+
+#[test]
+fn with_the_environment_opt_in_the_repository_settings_apply() {
+    let p = Project::new(WIDE);
+    let up = Up::start_with(&p, &[("CORRAL_ALLOW_WIDENED_ACCESS", "1")]);
+    assert!(
+        up.addr.starts_with("0.0.0.0:"),
+        "listen applies: {}",
+        up.url
+    );
+    assert!(up.token.is_empty(), "no token required");
+    let port = up.addr.rsplit(':').next().unwrap();
+    let r = request(
+        &format!("127.0.0.1:{port}"),
+        "POST",
+        "/mcp",
+        &json_headers(),
+        INIT,
+    );
+    assert_eq!(r.status, 200, "no token needed: {r:?}");
+    assert!(proxy_url(&p, "web").starts_with("http://0.0.0.0:"));
+}
+
+/// The file can change under a running daemon: a reload passes the same gate.
+#[test]
+fn a_reload_cannot_widen_access_either() {
+    let p = Project::new("");
+    let _up = Up::start(&p);
+    p.write("corral.toml", WIDE);
+    let r = p.run(&["reload", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert!(
+        r.stdout()
+            .contains("proxies.web.listen: listen = \\\"0.0.0.0:0\\\" is not applied"),
+        "{r:?}"
+    );
+    assert!(proxy_url(&p, "web").starts_with("http://127.0.0.1:"));
+}
+
+const OTHER_USER: &str = "corral-test-other";
+
+/// Why the second-user test cannot run here, if it cannot.
+fn cannot_switch_users() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not running as root".into());
+    }
+    for tool in ["/usr/sbin/useradd", "/usr/sbin/runuser", "/usr/bin/python3"] {
+        if !Path::new(tool).exists() {
+            return Some(format!("{tool} is missing"));
+        }
+    }
+    let exists = || {
+        Command::new("id")
+            .arg(OTHER_USER)
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if !exists() {
+        // Another test may create it at the same moment: only its existence matters.
+        let _ = Command::new("/usr/sbin/useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+            ])
+            .arg(OTHER_USER)
+            .output();
+    }
+    (!exists()).then(|| format!("cannot create the user {OTHER_USER}"))
+}
+
+/// As another local user: initialize (if allowed), then `corral__process_start` with a
+/// command that writes `marker`; prints the two HTTP statuses.
+const OTHER_CLIENT: &str = r#"
+import json, sys, urllib.request, urllib.error
+url, marker = sys.argv[1], sys.argv[2]
+def post(body, sid=None):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if sid:
+        h["Mcp-Session-Id"] = sid
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=h, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=20) as r:
+            return r.status, r.headers.get("Mcp-Session-Id")
+    except urllib.error.HTTPError as e:
+        return e.code, None
+st, sid = post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "other", "version": "1"}}})
+print("initialize", st)
+if sid:
+    post({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid)
+st, _ = post({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "corral__process_start", "arguments": {"name": "pwn", "command": "id > " + marker}}}, sid)
+print("call", st)
+"#;
+
+fn as_other_user(url: &str, marker: &Path) -> String {
+    let out = Command::new("/usr/sbin/runuser")
+        .args([
+            "-u",
+            OTHER_USER,
+            "--",
+            "/usr/bin/python3",
+            "-c",
+            OTHER_CLIENT,
+            url,
+        ])
+        .arg(marker)
+        .current_dir("/")
+        .output()
+        .expect("runuser");
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The break itself: a second local user runs a command through `corral__process_start`
+/// as the daemon's user. Without the opt-in they get 401 and nothing runs; with it (the
+/// control that shows the attempt is real) the command runs — as the daemon's user.
+#[test]
+fn a_second_local_user_cannot_run_commands_without_the_users_opt_in() {
+    if let Some(why) = cannot_switch_users() {
+        println!("skipped: {why}");
+        return;
+    }
+    let p = Project::new("[gateway]\nauth = \"none\"\n");
+    let marker = p.dir.join("marker");
+    {
+        let up = Up::start(&p);
+        let said = as_other_user(&up.url, &marker);
+        assert_eq!(said, "initialize 401\ncall 401\n");
+        // process_start answers once the process started: a refused call ran nothing.
+        assert!(!marker.exists(), "the other user's command ran");
+    }
+    let up = Up::start_with(&p, &[("CORRAL_ALLOW_WIDENED_ACCESS", "1")]);
+    let said = as_other_user(&up.url, &marker);
+    assert_eq!(said, "initialize 200\ncall 200\n");
+    wait_until("the other user's command to run", || {
+        std::fs::read_to_string(&marker).is_ok_and(|s| s.starts_with("uid=0("))
+    });
+}
