@@ -8,6 +8,7 @@
 
 mod alerts;
 mod fields;
+pub use self::fields::name_problem;
 
 use std::num::NonZeroU32;
 use std::time::Duration;
