@@ -65,6 +65,9 @@ pub struct ProxySpec {
     pub inject: bool,
     /// Requests kept in the traffic log.
     pub traffic_ring: usize,
+    /// Host names (lower case, no port) served besides loopback names and the listen IP;
+    /// see [`forward`]'s host check.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ProxySpec {
@@ -77,6 +80,7 @@ impl ProxySpec {
             preserve_host: false,
             inject: true,
             traffic_ring: 1000,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -90,6 +94,7 @@ impl From<&corral_config::ProxyConfig> for ProxySpec {
             preserve_host: c.preserve_host,
             inject: c.inject,
             traffic_ring: c.traffic_ring as usize,
+            allowed_hosts: c.allowed_hosts.clone(),
         }
     }
 }

@@ -437,6 +437,40 @@ impl Reader {
         }
     }
 
+    /// Host names a dev proxy answers besides its own (`allowed_hosts`): each a bare
+    /// name or IP as a browser sends it in `Host`, without a port; kept lower case.
+    pub(super) fn host_names(&mut self, node: &Node, key: &str) -> Vec<String> {
+        let Value::Array(items) = &node.value else {
+            self.wrong_type(node, key, "an array of host names");
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            let Some(name) = self.string(item, &item_key) else {
+                continue;
+            };
+            let ok = !name.is_empty()
+                && name.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':')
+                })
+                && !(name.contains(':') && !name.starts_with('['));
+            if ok {
+                names.push(name.to_ascii_lowercase());
+            } else {
+                self.problem(
+                    item.pos,
+                    &item_key,
+                    format!(
+                        "{name:?} is not a host name: write the name a browser puts in the \
+                         URL, without scheme or port (e.g. \"myapp.test\")"
+                    ),
+                );
+            }
+        }
+        names
+    }
+
     /// Tool name globs: kept as written, but an empty pattern is surely a mistake.
     pub(super) fn patterns(&mut self, node: &Node, key: &str) -> Vec<String> {
         let Value::Array(items) = &node.value else {

@@ -119,6 +119,7 @@ pub(crate) struct RawProxy {
     pub preserve_host: bool,
     pub inject: bool,
     pub traffic_ring: u32,
+    pub allowed_hosts: Vec<String>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -172,6 +173,7 @@ const PROXY_KEYS: &[&str] = &[
     "preserve_host",
     "inject",
     "traffic_ring",
+    "allowed_hosts",
 ];
 
 const RESTART_CHOICES: &[(&str, RestartPolicy)] = &[
@@ -723,6 +725,7 @@ impl Reader {
             self.count(n, &k, "it keeps the last N requests; 1000 is the default")
                 .map(|n| n.get())
         });
+        let allowed_hosts = field("allowed_hosts").map(|(n, k)| self.host_names(n, &k));
         let target = self.text(&target.node, &join(path, "target"))?;
         Some(RawProxy {
             name: entry.key.clone(),
@@ -731,6 +734,7 @@ impl Reader {
             preserve_host: preserve_host.unwrap_or(Some(false))?,
             inject: inject.unwrap_or(Some(true))?,
             traffic_ring: traffic_ring.unwrap_or(Some(DEFAULT_TRAFFIC_RING))?,
+            allowed_hosts: allowed_hosts.unwrap_or_default(),
         })
     }
 
