@@ -495,6 +495,22 @@ fn reason(err: &(dyn std::error::Error + 'static)) -> String {
     last.to_string()
 }
 
+/// The longest path and query the traffic log keeps of a request (cut on a character
+/// boundary).
+const URL_MAX: usize = 2 * 1024;
+
+/// Whether another site's page sent the request: its `Sec-Fetch-Site` is `cross-site` or
+/// `same-site` (another origin), unless it is a top-level navigation (a link the user
+/// followed is the app's traffic). A request without the header (an old browser, curl)
+/// counts as the app's own.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let site = text("sec-fetch-site").unwrap_or("");
+    let elsewhere =
+        site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site");
+    elsewhere && !text("sec-fetch-mode").is_some_and(|m| m.eq_ignore_ascii_case("navigate"))
+}
+
 /// What one request and its response amount to, recorded in the traffic log once (when
 /// the response ends, fails, or is dropped).
 struct Exchange {
@@ -511,13 +527,29 @@ struct Exchange {
 impl Exchange {
     fn start(shared: Arc<Shared>, req: &Request<Incoming>) -> Exchange {
         let started_at = SystemTime::now();
+        let mut url = req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().to_string(), |p| p.to_string());
+        if url.len() > URL_MAX {
+            let mut end = URL_MAX;
+            while !url.is_char_boundary(end) {
+                end -= 1;
+            }
+            url.truncate(end);
+        }
+        let cross_site = cross_site(req.headers());
         let entry = TrafficEntry {
             ts: corral_events::rfc3339(started_at),
             method: req.method().to_string(),
-            url: req
-                .uri()
-                .path_and_query()
-                .map_or_else(|| req.uri().to_string(), |p| p.to_string()),
+            url,
+            cross_site,
+            origin: req
+                .headers()
+                .get(header::ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .filter(|_| cross_site)
+                .map(|o| o.chars().take(200).collect()),
             ..TrafficEntry::default()
         };
         Exchange {

@@ -643,7 +643,7 @@ async fn a_client_that_leaves_is_logged_as_aborted_not_as_an_error() {
     let mut events = bus.subscribe();
     let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
     stream
-        .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     within("the request at the target", arrived.recv()).await;

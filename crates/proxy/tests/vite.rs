@@ -109,8 +109,10 @@ async fn hmr_messages_pass_through_the_proxy() {
         page.text()
     );
     assert!(
-        page.text()
-            .contains(r#"<script src="/__corral/client.js"></script>"#),
+        page.text().contains(&format!(
+            r#"<script src="/__corral/client.js" data-k="{}"></script>"#,
+            proxy.report_key()
+        )),
         "Corral's script is missing from the page:\n{}",
         page.text()
     );
