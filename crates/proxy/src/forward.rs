@@ -233,7 +233,7 @@ fn serves_host(shared: &Shared, host: &str) -> bool {
             return true;
         }
     }
-    shared.spec.allowed_hosts.iter().any(|a| *a == name)
+    shared.spec.allowed_hosts.contains(&name)
 }
 
 /// Copies between the browser's and the target's upgraded connections until either

@@ -454,7 +454,7 @@ impl Reader {
                 && name.chars().all(|c| {
                     c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':')
                 })
-                && !(name.contains(':') && !name.starts_with('['));
+                && (!name.contains(':') || name.starts_with('['));
             if ok {
                 names.push(name.to_ascii_lowercase());
             } else {
