@@ -138,14 +138,20 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
     // The page behind the proxy throws, twice (two loads in real Chromium).
     let ps: Value = serde_json::from_str(&p.run(&["ps", "--json"]).stdout()).unwrap();
     let url = ps["proxies"][0]["url"].as_str().unwrap().to_owned();
+    let mut key = String::new();
     for _ in 0..2 {
         let dom = chromium_load(&p, &format!("{url}/users"));
         assert!(dom.contains("<div id=\"app\">rendered</div>"), "{dom}");
         assert!(dom.contains("/__corral/client.js"), "{dom}");
+        key = dom
+            .split_once("data-k=\"")
+            .and_then(|(_, rest)| rest.split_once('"'))
+            .map(|(key, _)| key.to_owned())
+            .unwrap_or_else(|| panic!("no report key in the tag: {dom}"));
     }
     // And a benign browser message the project's `[errors] ignore` hides (as the
     // injected script posts it).
-    let benign = json!({"page": format!("{url}/users"), "errors": [{
+    let benign = json!({"key": key, "page": format!("{url}/users"), "errors": [{
         "kind": "error", "message": "ResizeObserver loop limit exceeded"
     }]});
     let addr = url.strip_prefix("http://").unwrap();
@@ -193,9 +199,9 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
     );
     assert_eq!(
         page["location"],
-        // Column 180 of the page as served, the injected tag included: `map` in
-        // `list.map(`.
-        format!("{url}/users:1:180"),
+        // Column 180 of the page as served with a bare tag, plus the tag's report key
+        // attribute: `map` in `list.map(`.
+        format!("{url}/users:1:{}", 180 + r#" data-k="""#.len() + key.len()),
         "where the page's script threw: {t}"
     );
     assert!(t.contains("[browser:js] TypeError (2x, latest"), "{t}");

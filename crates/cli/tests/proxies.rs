@@ -39,6 +39,11 @@ fn answer(mut stream: TcpStream) {
     let path = first.split(' ').nth(1).unwrap_or("/");
     let (status, ctype, body) = match path {
         "/hello" => ("200 OK", "text/plain", "hello from the target".to_owned()),
+        "/page" => (
+            "200 OK",
+            "text/html",
+            "<html><head></head><body>a page</body></html>".to_owned(),
+        ),
         "/boom" => (
             "500 Internal Server Error",
             "application/json",
@@ -113,13 +118,31 @@ fn a_configured_proxy_runs_with_the_daemon_and_its_traffic_is_in_ps_the_log_and_
     );
     // What the injected script sends when the page throws (the script itself is run
     // by real Chromium in crates/proxy/tests/chromium.rs).
-    let report = r#"{"page":"http://site/users","errors":[{"kind":"error","message":"TypeError: x is undefined","source":"http://site/app.js","line":3,"column":7}]}"#;
+    // It sends the key of the tag the proxy put into the page.
+    let page = request(addr_of(&url), "GET", "/page", &[], "");
+    let key = page
+        .body
+        .split_once("data-k=\"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(key, _)| key.to_owned())
+        .unwrap_or_else(|| panic!("no key in the page: {page:?}"));
+    let report = format!(
+        r#"{{"key":"{key}","page":"http://site/users","errors":[{{"kind":"error","message":"TypeError: x is undefined","source":"http://site/app.js","line":3,"column":7}}]}}"#
+    );
+    let unkeyed = request(
+        addr_of(&url),
+        "POST",
+        "/__corral/errors",
+        &[("content-type", "application/json")],
+        &report.replace(&key, ""),
+    );
+    assert_eq!(unkeyed.status, 403, "{unkeyed:?}");
     let posted = request(
         addr_of(&url),
         "POST",
         "/__corral/errors",
         &[("content-type", "application/json")],
-        report,
+        &report,
     );
     assert_eq!(posted.status, 204, "{posted:?}");
     wait_until("the browser error in the log", || {

@@ -64,6 +64,7 @@ pub mod itself;
 mod json_load;
 mod model;
 mod read;
+pub use read::name_problem;
 pub mod redact;
 mod resolve;
 mod suggest;

@@ -383,6 +383,9 @@ pub struct ProxyConfig {
     pub inject: bool,
     /// Requests kept in the traffic log (default 1000).
     pub traffic_ring: u32,
+    /// Host names (lower case, no port) the proxy answers besides loopback names and its
+    /// own listen address; a request for any other `Host` is refused (DNS rebinding).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ProxyConfig {
@@ -396,6 +399,7 @@ impl ProxyConfig {
             preserve_host: false,
             inject: true,
             traffic_ring: DEFAULT_TRAFFIC_RING,
+            allowed_hosts: Vec::new(),
         }
     }
 }

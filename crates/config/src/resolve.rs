@@ -288,6 +288,7 @@ impl Resolver<'_> {
             preserve_host: raw.preserve_host,
             inject: raw.inject,
             traffic_ring: raw.traffic_ring,
+            allowed_hosts: raw.allowed_hosts.clone(),
         })
     }
 }

@@ -91,6 +91,7 @@ const EXAMPLES: &str = r#"
 # target = "http://127.0.0.1:5173"   # the dev server
 # listen = "127.0.0.1:4173"          # open this in the browser (default: a free port;
 #                                    # beyond loopback only if allowed, like [gateway])
+# allowed_hosts = ["myapp.test"]     # Host names to answer besides localhost/127.x
 "#;
 
 /// What `corral init` writes, and what it left out.

@@ -67,6 +67,7 @@ cwd = "web"
 [proxies.web]
 target = "http://127.0.0.1:5173"
 listen = "127.0.0.1:4173"
+allowed_hosts = ["MyApp.test", "[::2]"]
 "#;
     let config = load_toml(text).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(config.path, Path::new(TOML_PATH));
@@ -116,6 +117,7 @@ listen = "127.0.0.1:4173"
     assert_eq!(web.command, ProcessCommand::Shell("npm run dev".into()));
     assert_eq!(web.cwd, Path::new("/proj/web"));
     assert_eq!(config.proxies["web"].listen, "127.0.0.1:4173");
+    assert_eq!(config.proxies["web"].allowed_hosts, ["myapp.test", "[::2]"]);
 }
 
 #[test]
@@ -337,10 +339,13 @@ fn value_checks() {
     assert_eq!(p.message, "expected a string, found an integer");
     let p = problem("[processes.p]\ncwd = \"x\"\n");
     assert!(p.message.starts_with("missing `command`"), "{p:?}");
+    let p = problem("[proxies.p]\ntarget = \"http://x\"\nallowed_hosts = [\"a.test:80\"]\n");
+    assert_eq!(p.key, "proxies.p.allowed_hosts[0]");
+    assert!(p.message.contains("not a host name"), "{p:?}");
     let p = problem("[proxies.p]\ntarget = \"http://x\"\nport = 1\n");
     assert_eq!(
         p.message,
-        "unknown key `port` in [proxies.p]; expected one of: target, listen, preserve_host, inject, traffic_ring"
+        "unknown key `port` in [proxies.p]; expected one of: target, listen, preserve_host, inject, traffic_ring, allowed_hosts"
     );
 }
 

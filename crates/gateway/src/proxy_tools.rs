@@ -55,7 +55,7 @@ pub fn definition(b: Builtin) -> Value {
                 "properties": {
                     "name": {"type": "string", "description": "a configured proxy, or the name for a new one (letters, digits, `_`, `-`)"},
                     "target": {"type": "string", "description": "for a new proxy: the dev server's http:// URL"},
-                    "listen": {"type": "string", "description": "IP:PORT to listen on (default: a free loopback port)"}
+                    "listen": {"type": "string", "description": "loopback IP:PORT to listen on (default: a free port on 127.0.0.1)"}
                 },
                 "required": ["name"]
             },
@@ -152,8 +152,14 @@ fn list(ctx: &Ctx<'_>) -> (String, Value) {
 
 async fn start(ctx: &Ctx<'_>, args: &Value) -> Outcome {
     let name = name_arg(args)?;
+    if let Some(problem) = corral_config::name_problem("proxy", name) {
+        return Err(problem);
+    }
     let target = string_arg(args, "target")?;
     let listen = string_arg(args, "listen")?;
+    if let Some(listen) = listen {
+        loopback_listen(listen)?;
+    }
     let spec = match (target, ctx.proxies.configured(name)) {
         (Some(t), _) => ProxySpec::new(name, t, listen.unwrap_or("127.0.0.1:0")),
         (None, Some(mut spec)) => {
@@ -181,6 +187,25 @@ async fn start(ctx: &Ctx<'_>, args: &Value) -> Outcome {
         ctx.tool(Builtin::ProxyLog)
     );
     Ok((text, json!(row)))
+}
+
+/// An agent may only put a proxy on a loopback address: one on `0.0.0.0` or a LAN IP
+/// would open the dev server (and what the proxy records) to the network, which is the
+/// user's call, made in the config.
+fn loopback_listen(listen: &str) -> Result<(), String> {
+    match listen.parse::<std::net::SocketAddr>() {
+        Ok(addr) if addr.ip().is_loopback() => Ok(()),
+        Ok(_) => Err(format!(
+            "`listen` {listen:?} is not a loopback address: an agent may only start a proxy \
+             on 127.0.0.0/8 or [::1] (e.g. \"127.0.0.1:0\"); to serve one beyond this machine, \
+             the user configures it in corral.toml ([proxies.NAME] listen = ...)"
+        )),
+        Err(_) => Err(format!(
+            "`listen` {listen:?} is not a loopback IP:PORT: an agent may only start a proxy \
+             on 127.0.0.0/8 or [::1] (e.g. \"127.0.0.1:0\"); other addresses are for the \
+             user to configure in corral.toml ([proxies.NAME] listen = ...)"
+        )),
+    }
 }
 
 async fn stop(ctx: &Ctx<'_>, args: &Value) -> Outcome {
@@ -296,4 +321,57 @@ fn traffic_line(out: &mut String, t: &TrafficEntry) {
 /// The time of day of an RFC 3339 timestamp (`12:01:03`).
 fn clock(ts: &str) -> &str {
     ts.get(11..19).unwrap_or(ts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corral_events::EventBus;
+
+    fn error_text(answer: &str) -> String {
+        let v: Value = serde_json::from_str(answer).unwrap();
+        assert_eq!(v["isError"], true, "an error: {v}");
+        v["content"][0]["text"].as_str().unwrap().to_owned()
+    }
+
+    /// An agent's `name` follows the config's rule (it is printed by `ps`, `errors` and
+    /// `events`: a terminal escape in it would reach the user's terminal), and its
+    /// `listen` must be loopback (a proxy on 0.0.0.0 opens the dev server to the network;
+    /// only the user may configure that).
+    #[tokio::test]
+    async fn an_agent_cannot_start_a_proxy_with_a_bad_name_or_a_non_loopback_listen() {
+        let proxies = Proxies::new(EventBus::new(16));
+        let catalog = Catalog::default();
+        let ctx = Ctx {
+            proxies: &proxies,
+            catalog: &catalog,
+        };
+        let target = "http://127.0.0.1:9";
+        for name in ["we\u{1b}]0;pwned\u{7}b", "a b", "", "x/y"] {
+            let args = json!({"name": name, "target": target, "listen": "127.0.0.1:0"});
+            let text = error_text(&call(Builtin::ProxyStart, &ctx, &args).await);
+            assert!(
+                text.contains("may only contain") || text.contains("empty"),
+                "{text}"
+            );
+            assert!(!text.contains('\u{1b}'), "the escape is quoted: {text:?}");
+        }
+        for listen in ["0.0.0.0:0", "[::]:0", "192.0.2.1:0", "localhost:0"] {
+            let args = json!({"name": "web", "target": target, "listen": listen});
+            let text = error_text(&call(Builtin::ProxyStart, &ctx, &args).await);
+            assert!(text.contains("loopback"), "{listen}: {text}");
+            assert!(text.contains("corral.toml"), "{listen}: {text}");
+        }
+        assert!(proxies.names().is_empty());
+        for listen in ["127.0.0.1:0", "127.0.0.2:0", "[::1]:0"] {
+            let args = json!({"name": "ok_name-1", "target": target, "listen": listen});
+            let v: Value =
+                serde_json::from_str(&call(Builtin::ProxyStart, &ctx, &args).await).unwrap();
+            if listen == "[::1]:0" && v["isError"] == true {
+                continue; // no IPv6 on this machine
+            }
+            assert_ne!(v["isError"], true, "{listen}: {v}");
+            proxies.stop("ok_name-1").await;
+        }
+    }
 }

@@ -9,6 +9,33 @@
 //!   recorded in the [`BrowserLog`] and announced as a `browser.error` event with
 //!   `proxy`, `error_kind` (`kind` is the event's own), `message`, `location`, `page`
 //!   and `count`.
+//!
+//! # Who may report
+//!
+//! What the agent reads must not be writable by anyone else: not by another web page the
+//! user has open, nor by another local program or user. So a report is taken only with
+//! the proxy's key: 256 random bits made when the proxy starts, carried by the tag
+//! [`crate::inject`] puts into each document (`data-k`), which the script reads from its
+//! own tag and sends back in the body (`"key"`). The key is in no URL and not in the
+//! script: a page elsewhere may run `/__corral/client.js` with `<script src>`, but only a
+//! reader of a document the proxy served (the page itself, same-origin) sees the key.
+//! A report with an `Origin` must come from the proxy's own origin as well.
+//!
+//! # Floods
+//!
+//! A page in an error loop, or a hostile program with the key, must not push every real
+//! error out of the ring:
+//!
+//! * Reports are rate limited ([`RATE`]): per proxy [`PROXY_RATE`] errors a second with
+//!   bursts of [`PROXY_BURST`], per page URL [`PAGE_RATE`] with bursts of [`PAGE_BURST`];
+//!   what is over is dropped (the request is answered 429), counted
+//!   ([`BrowserLog::dropped`]), and said by a `proxy.error` event with `dropped` at most
+//!   once per 10 s.
+//! * The same error (kind, message, location, page) is one entry wherever it is in the
+//!   ring: a repeat moves it to the end, counted, under a new id.
+//! * The first `capacity / 2` distinct errors since start are kept for good; when the ring
+//!   is full the oldest of the later ones goes. A flood of distinct errors rotates
+//!   through the second half and never evicts the errors that came first.
 
 use crate::{ProxyBody, Shared};
 use corral_events::{Event, Kind, Source};
@@ -17,9 +44,9 @@ use hyper::header::{self, HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 /// Paths under this prefix are the proxy's, never forwarded.
 pub const PREFIX: &str = "/__corral/";
@@ -42,6 +69,60 @@ const BODY_DEADLINE: Duration = Duration::from_secs(10);
 /// How long the errors of one report wait for their source maps before they are
 /// recorded with the locations the browser gave.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Errors a proxy takes per second from all its pages, and the burst it allows.
+pub const PROXY_RATE: f64 = 50.0;
+pub const PROXY_BURST: f64 = 200.0;
+/// Errors a proxy takes per second from one page URL, and the burst it allows.
+pub const PAGE_RATE: f64 = 20.0;
+pub const PAGE_BURST: f64 = 100.0;
+/// The rate limits, as (errors per second, burst): per proxy, per page.
+pub const RATE: [(f64, f64); 2] = [(PROXY_RATE, PROXY_BURST), (PAGE_RATE, PAGE_BURST)];
+/// Page buckets kept; past this, the full ones (idle pages) are forgotten.
+const PAGE_BUCKETS: usize = 1024;
+/// At most one `proxy.error` about dropped reports per this long.
+const DROP_EVENT_WINDOW: Duration = Duration::from_secs(10);
+
+/// A new report key: 256 bits from the OS, hex.
+pub(crate) fn new_key() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 32];
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .expect("read /dev/urandom");
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether `given` is `key`, in time that does not depend on where they differ.
+fn key_matches(key: &str, given: &str) -> bool {
+    let (a, b) = (key.as_bytes(), given.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A token bucket.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(burst: f64, now: Instant) -> Bucket {
+        Bucket {
+            tokens: burst,
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, (rate, burst): (f64, f64), now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        self.tokens = (self.tokens + elapsed * rate).min(burst);
+        self.at = now;
+    }
+}
 
 /// Errors of one report beyond this are dropped (the script sends at most 20).
 const BATCH_LIMIT: usize = 100;
@@ -101,17 +182,31 @@ pub struct BrowserQuery {
     pub limit: Option<usize>,
 }
 
-/// The last errors pages reported, in a bounded ring.
+/// The last errors pages reported, in a bounded ring (see the module's "Floods").
 pub struct BrowserLog {
     ring: Mutex<Ring>,
+    limits: Mutex<Limits>,
     pub(crate) maps: crate::sourcemap::SourceMaps,
 }
 
 struct Ring {
-    entries: VecDeque<BrowserEntry>,
+    /// Each entry, and whether it is one of the first distinct errors, kept for good.
+    entries: VecDeque<(BrowserEntry, bool)>,
     capacity: usize,
+    /// Entries kept for good so far (at most `capacity / 2`).
+    pinned: usize,
     next_id: u64,
     total: u64,
+}
+
+/// The rate limits' state.
+struct Limits {
+    proxy: Bucket,
+    pages: HashMap<String, Bucket>,
+    dropped: u64,
+    /// Dropped since the last event, and when that was.
+    unannounced: u64,
+    announced: Option<Instant>,
 }
 
 impl BrowserLog {
@@ -120,8 +215,16 @@ impl BrowserLog {
             ring: Mutex::new(Ring {
                 entries: VecDeque::new(),
                 capacity: capacity.max(1),
+                pinned: 0,
                 next_id: 1,
                 total: 0,
+            }),
+            limits: Mutex::new(Limits {
+                proxy: Bucket::full(PROXY_BURST, Instant::now()),
+                pages: HashMap::new(),
+                dropped: 0,
+                unannounced: 0,
+                announced: None,
             }),
             maps: crate::sourcemap::SourceMaps::new(),
         }
@@ -136,6 +239,54 @@ impl BrowserLog {
         self.ring().total
     }
 
+    /// Errors dropped since start for going over the rate limits.
+    pub fn dropped(&self) -> u64 {
+        self.limits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .dropped
+    }
+
+    /// How many of `n` errors from `page` the rate limits let in now (the first ones);
+    /// the rest are counted as dropped. With the count to announce when an event about
+    /// drops is due.
+    fn admit(&self, page: &str, n: usize) -> (usize, Option<u64>) {
+        let now = Instant::now();
+        let mut limits = self.limits.lock().unwrap_or_else(|e| e.into_inner());
+        let limits = &mut *limits;
+        limits.proxy.refill(RATE[0], now);
+        if limits.pages.len() >= PAGE_BUCKETS && !limits.pages.contains_key(page) {
+            limits.pages.retain(|_, b| {
+                b.refill(RATE[1], now);
+                b.tokens < PAGE_BURST
+            });
+            if limits.pages.len() >= PAGE_BUCKETS {
+                limits.pages.clear();
+            }
+        }
+        let bucket = limits
+            .pages
+            .entry(page.to_owned())
+            .or_insert_with(|| Bucket::full(PAGE_BURST, now));
+        bucket.refill(RATE[1], now);
+        let room = limits.proxy.tokens.min(bucket.tokens).max(0.0).floor() as usize;
+        let admitted = n.min(room);
+        limits.proxy.tokens -= admitted as f64;
+        bucket.tokens -= admitted as f64;
+        let dropped = (n - admitted) as u64;
+        limits.dropped += dropped;
+        limits.unannounced += dropped;
+        let due = limits.unannounced > 0
+            && limits
+                .announced
+                .is_none_or(|at| now.duration_since(at) >= DROP_EVENT_WINDOW);
+        let announce = due.then(|| {
+            limits.announced = Some(now);
+            std::mem::take(&mut limits.unannounced)
+        });
+        (admitted, announce)
+    }
+
     /// The entries `query` selects, oldest first.
     pub fn query(&self, query: &BrowserQuery) -> Vec<BrowserEntry> {
         // Timestamps are fixed-width UTC, so they compare as strings.
@@ -144,6 +295,7 @@ impl BrowserLog {
         let mut selected: Vec<BrowserEntry> = ring
             .entries
             .iter()
+            .map(|(e, _)| e)
             .filter(|e| query.after.is_none_or(|after| e.id > after))
             .filter(|e| since.as_ref().is_none_or(|since| e.ts >= *since))
             .cloned()
@@ -155,23 +307,38 @@ impl BrowserLog {
     }
 
     /// Records an error (its `id`, `ts` and `count` are set here) and returns it as
-    /// stored. The same error as the newest entry replaces it, counted, under a new id,
-    /// so a reader following ids sees the repeat.
+    /// stored. The same error as an entry anywhere in the ring replaces it, counted, at
+    /// the end under a new id, so a reader following ids sees the repeat. When the ring
+    /// is full, the oldest entry that is not one of the first distinct errors goes.
     pub fn record(&self, mut entry: BrowserEntry) -> BrowserEntry {
         let mut ring = self.ring();
+        let ring = &mut *ring;
         ring.total += 1;
         entry.count = 1;
-        if ring.entries.back().is_some_and(|last| last.repeats(&entry)) {
-            let last = ring.entries.pop_back();
-            entry.count = last.map_or(1, |last| last.count.saturating_add(1));
+        let mut pinned = false;
+        if let Some(at) = ring.entries.iter().rposition(|(e, _)| e.repeats(&entry))
+            && let Some((old, was_pinned)) = ring.entries.remove(at)
+        {
+            entry.count = old.count.saturating_add(1);
+            pinned = was_pinned;
+        } else if ring.pinned < ring.capacity / 2 {
+            pinned = true;
+            ring.pinned += 1;
         }
         entry.id = ring.next_id;
         ring.next_id += 1;
         entry.ts = corral_events::now_rfc3339();
-        if ring.entries.len() == ring.capacity {
-            ring.entries.pop_front();
+        if ring.entries.len() >= ring.capacity {
+            match ring.entries.iter().position(|(_, pinned)| !pinned) {
+                Some(at) => {
+                    ring.entries.remove(at);
+                }
+                None => {
+                    ring.entries.pop_front();
+                }
+            }
         }
-        ring.entries.push_back(entry.clone());
+        ring.entries.push_back((entry.clone(), pinned));
         entry
     }
 }
@@ -240,13 +407,47 @@ async fn errors(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
             );
         }
     };
-    let reports = match parse_reports(&body) {
-        Ok(reports) => reports,
+    let (key, mut reports) = match parse(&body) {
+        Ok(parsed) => parsed,
         Err(why) => return text(StatusCode::BAD_REQUEST, format!("{why}\n")),
     };
+    if !key.is_some_and(|k| key_matches(&shared.key, &k)) {
+        return text(
+            StatusCode::FORBIDDEN,
+            "reports are accepted only from pages served through this proxy, with the key \
+             of the script it put into them\n"
+                .into(),
+        );
+    }
+    let page = reports.first().map(|r| r.page.clone()).unwrap_or_default();
+    let (admitted, announce) = shared.browser.admit(&page, reports.len());
+    let over = admitted < reports.len();
+    reports.truncate(admitted);
+    if let Some(dropped) = announce {
+        shared.bus.emit(
+            Event::new(Kind::ProxyError, shared.source())
+                .with(
+                    "error",
+                    format!(
+                        "browser error reports over the rate limit were dropped \
+                         ({PROXY_RATE}/s per proxy, {PAGE_RATE}/s per page)"
+                    ),
+                )
+                .with("dropped", dropped)
+                .with("dropped_total", shared.browser.dropped()),
+        );
+    }
     let mut origins = vec![shared.addr.to_string()];
     origins.extend(host);
-    tokio::spawn(record_reports(shared, origins, reports));
+    if !reports.is_empty() {
+        tokio::spawn(record_reports(shared, origins, reports));
+    }
+    if over {
+        return text(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many error reports: the rest were dropped\n".into(),
+        );
+    }
     let mut response = Response::new(crate::full(""));
     *response.status_mut() = StatusCode::NO_CONTENT;
     response
@@ -256,8 +457,8 @@ async fn errors(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
 /// must not be writable by any other web page the user has open: a cross-site form or
 /// `sendBeacon` to `127.0.0.1:PORT/__corral/errors` carries its own `Origin`, and a
 /// DNS-rebound name (`evil.example` resolving to 127.0.0.1) carries its own `Host`.
-/// Browsers send `Origin` with every POST; a report without one comes from a local
-/// program, which could write to the proxy's log anyway.
+/// Browsers send `Origin` with every POST (a `sendBeacon` from the page too); one
+/// without must still carry the key (see the module's "Who may report").
 fn same_origin(shared: &Shared, host: Option<&str>, headers: &HeaderMap) -> Result<(), String> {
     let host = host.unwrap_or("");
     let name = match host.rsplit_once(':') {
@@ -298,14 +499,20 @@ pub(crate) struct Report {
 /// has no `errors` array, is refused; an error that is not an object is skipped, a field
 /// of the wrong type is empty.
 pub(crate) fn parse_reports(body: &[u8]) -> Result<Vec<Report>, String> {
+    parse(body).map(|(_, reports)| reports)
+}
+
+/// [`parse_reports`], and the report's `key`.
+fn parse(body: &[u8]) -> Result<(Option<String>, Vec<Report>), String> {
     let value: Value =
         serde_json::from_slice(body).map_err(|e| format!("the error report is not JSON: {e}"))?;
+    let key = value.get("key").and_then(Value::as_str).map(str::to_owned);
     let errors = value
         .get("errors")
         .and_then(Value::as_array)
         .ok_or("the error report has no \"errors\" array")?;
     let page = string(&value, "page", FIELD_MAX);
-    Ok(errors
+    let reports = errors
         .iter()
         .filter(|e| e.is_object())
         .take(BATCH_LIMIT)
@@ -327,7 +534,8 @@ pub(crate) fn parse_reports(body: &[u8]) -> Result<Vec<Report>, String> {
                     .unwrap_or_else(|| page.clone()),
             }
         })
-        .collect())
+        .collect();
+    Ok((key, reports))
 }
 
 /// A string field, at most `max` bytes (cut on a character boundary); a number is
@@ -471,9 +679,10 @@ mod tests {
             .iter()
             .map(|e| (e.id, e.message.as_str(), e.count))
             .collect();
-        assert_eq!(seen, [(3, "b", 2), (4, "c", 1), (5, "d", 1)]);
+        // The first distinct error (of capacity / 2 = 1) stays; the later ones rotate.
+        assert_eq!(seen, [(1, "a", 1), (4, "c", 1), (5, "d", 1)]);
         let after = log.query(&BrowserQuery {
-            after: Some(3),
+            after: Some(4),
             limit: Some(1),
             ..BrowserQuery::default()
         });
@@ -487,6 +696,32 @@ mod tests {
             })
             .is_empty()
         );
+    }
+
+    #[test]
+    fn a_repeat_anywhere_in_the_ring_is_counted_and_a_flood_keeps_the_first_errors() {
+        let log = BrowserLog::new(4);
+        for m in ["a", "b", "c", "a", "x1", "x2", "x3", "b"] {
+            log.record(entry(m));
+        }
+        let seen: Vec<_> = log
+            .query(&BrowserQuery::default())
+            .into_iter()
+            .map(|e| (e.message, e.count))
+            .collect();
+        let seen: Vec<_> = seen.iter().map(|(m, c)| (m.as_str(), *c)).collect();
+        // a and b came first (capacity / 2 = 2 kept for good), each once, counted.
+        assert_eq!(seen, [("a", 2), ("x2", 1), ("x3", 1), ("b", 2)]);
+    }
+
+    #[test]
+    fn the_key_compares_whole() {
+        let key = new_key();
+        assert_eq!(key.len(), 64);
+        assert_ne!(key, new_key());
+        assert!(key_matches(&key, &key.clone()));
+        assert!(!key_matches(&key, &key[..63]));
+        assert!(!key_matches(&key, ""));
     }
 
     #[test]

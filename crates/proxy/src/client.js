@@ -15,6 +15,15 @@
     return;
   }
 
+  // The proxy's report key, in our own tag (data-k) in the document: only this page can
+  // read it, and reports without it are refused. Read now: currentScript is ours only
+  // while this runs.
+  var KEY = "";
+  try {
+    var me = document.currentScript;
+    KEY = (me && me.getAttribute("data-k")) || "";
+  } catch (e) {}
+
   var ENDPOINT = "/__corral/errors";
   var SELF = "/__corral/";
   var MAX_PER_PAGE = 100; // an error in a render loop must not flood the proxy
@@ -112,7 +121,7 @@
     if (!queue.length) return;
     var body;
     try {
-      body = JSON.stringify({ page: String(location.href), errors: queue.splice(0, queue.length) });
+      body = JSON.stringify({ key: KEY, page: String(location.href), errors: queue.splice(0, queue.length) });
     } catch (e) {
       return;
     }

@@ -63,8 +63,12 @@ pub(crate) fn client() -> Client {
         .build(connector)
 }
 
-/// Serves one request: `/__corral/…` by [`crate::browser`], anything else forwarded.
+/// Serves one request: for a `Host` the proxy does not serve a `403` ([`host_refused`]);
+/// else `/__corral/…` by [`crate::browser`], anything else forwarded.
 pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBody> {
+    if let Some(refused) = host_refused(&shared, &req) {
+        return refused;
+    }
     if req.uri().path().starts_with(crate::browser::PREFIX) {
         return crate::browser::handle(shared, req).await;
     }
@@ -123,6 +127,113 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
     .boxed_unsync();
     let body = crate::inject::response(&shared, &mut parts, body);
     Response::from_parts(parts, body)
+}
+
+/// The `403` for a request whose `Host` (or absolute-form authority) the proxy does not
+/// serve, `None` for one it does.
+///
+/// DNS rebinding: a page on `evil.example`, its name re-pointed at 127.0.0.1, may read
+/// whatever answers there as its own origin. A dev server guards against that by checking
+/// `Host` (Vite answers 403), and the proxy, rewriting `Host` to the target's, would
+/// switch that check off; so it checks in its stead. It serves loopback names
+/// (`localhost`, `*.localhost`, 127.x IPs, `[::1]`), its own listen IP (any IP when it
+/// listens on all addresses: an IP literal cannot be rebound) and the configured
+/// `allowed_hosts`, on any port. A refused request is not forwarded and not in the
+/// traffic log (what a hostile page sends is not the app's traffic); a `proxy.error`
+/// event (one per [`ErrorGate::WINDOW`]) says requests were refused.
+fn host_refused(shared: &Shared, req: &Request<Incoming>) -> Option<Response<ProxyBody>> {
+    let host = req.headers().get(header::HOST).map(|h| h.to_str().ok());
+    let authority = req.uri().authority().map(|a| a.as_str());
+    let ok = |h: Option<&str>| h.is_some_and(|h| serves_host(shared, h));
+    let refused = match (host, authority) {
+        (Some(host), _) if !ok(host) => host.unwrap_or("?").to_owned(),
+        (_, Some(authority)) if !ok(Some(authority)) => authority.to_owned(),
+        (Some(_), _) => return None,
+        (None, Some(_)) => return None,
+        (None, None) => String::new(),
+    };
+    let name = &shared.spec.name;
+    let what = match refused.is_empty() {
+        true => "a request without a Host header".to_owned(),
+        false => format!("a request for Host {refused:?}"),
+    };
+    let bare = host_name(&refused);
+    let fix = match bare.is_empty() {
+        true => String::new(),
+        false => format!(
+            " If you open the app under that name yourself, add it to the proxy's \
+             config: [proxies.{name}] allowed_hosts = [{bare:?}]."
+        ),
+    };
+    let text = format!(
+        "Corral's dev proxy '{name}' refused {what}: it serves only localhost, 127.x, \
+         [::1], its own address and the names in its allowed_hosts, so that a web page \
+         under another name (DNS rebinding) cannot read your dev server.{fix}\n"
+    );
+    let why = "refused requests for a Host it does not serve (see allowed_hosts)";
+    if let Some(repeats) = shared.error_gate.pass(why) {
+        let mut event = Event::new(Kind::ProxyError, shared.source())
+            .with("error", why)
+            .with("host", refused.clone())
+            .with(
+                "url",
+                req.uri().path().chars().take(200).collect::<String>(),
+            );
+        if repeats > 0 {
+            event = event.with("repeats", repeats);
+        }
+        shared.bus.emit(event);
+    }
+    let mut resp = Response::new(full(text));
+    *resp.status_mut() = StatusCode::FORBIDDEN;
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    Some(resp)
+}
+
+/// The name of `host` (`name[:port]`, `[v6][:port]`), lower case, without the port or a
+/// trailing dot.
+fn host_name(host: &str) -> String {
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => {
+            match name.starts_with('[') || !name.contains(':') {
+                true => name,
+                false => host,
+            }
+        }
+        _ => host,
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
+/// Whether the proxy answers requests for `host` (see [`host_refused`]).
+fn serves_host(shared: &Shared, host: &str) -> bool {
+    let name = host_name(host);
+    if name.is_empty() {
+        return false;
+    }
+    if name == "localhost" || name.ends_with(".localhost") {
+        return true;
+    }
+    let ip = match name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        Some(v6) => v6
+            .parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(std::net::IpAddr::V6),
+        None => name
+            .parse::<std::net::Ipv4Addr>()
+            .ok()
+            .map(std::net::IpAddr::V4),
+    };
+    if let Some(ip) = ip {
+        let listen = shared.addr.ip();
+        if ip.is_loopback() || ip == listen || listen.is_unspecified() {
+            return true;
+        }
+    }
+    shared.spec.allowed_hosts.contains(&name)
 }
 
 /// Copies between the browser's and the target's upgraded connections until either
@@ -384,6 +495,22 @@ fn reason(err: &(dyn std::error::Error + 'static)) -> String {
     last.to_string()
 }
 
+/// The longest path and query the traffic log keeps of a request (cut on a character
+/// boundary).
+const URL_MAX: usize = 2 * 1024;
+
+/// Whether another site's page sent the request: its `Sec-Fetch-Site` is `cross-site` or
+/// `same-site` (another origin), unless it is a top-level navigation (a link the user
+/// followed is the app's traffic). A request without the header (an old browser, curl)
+/// counts as the app's own.
+fn cross_site(headers: &HeaderMap) -> bool {
+    let text = |name| headers.get(name).and_then(|v| v.to_str().ok());
+    let site = text("sec-fetch-site").unwrap_or("");
+    let elsewhere =
+        site.eq_ignore_ascii_case("cross-site") || site.eq_ignore_ascii_case("same-site");
+    elsewhere && !text("sec-fetch-mode").is_some_and(|m| m.eq_ignore_ascii_case("navigate"))
+}
+
 /// What one request and its response amount to, recorded in the traffic log once (when
 /// the response ends, fails, or is dropped).
 struct Exchange {
@@ -400,13 +527,29 @@ struct Exchange {
 impl Exchange {
     fn start(shared: Arc<Shared>, req: &Request<Incoming>) -> Exchange {
         let started_at = SystemTime::now();
+        let mut url = req
+            .uri()
+            .path_and_query()
+            .map_or_else(|| req.uri().to_string(), |p| p.to_string());
+        if url.len() > URL_MAX {
+            let mut end = URL_MAX;
+            while !url.is_char_boundary(end) {
+                end -= 1;
+            }
+            url.truncate(end);
+        }
+        let cross_site = cross_site(req.headers());
         let entry = TrafficEntry {
             ts: corral_events::rfc3339(started_at),
             method: req.method().to_string(),
-            url: req
-                .uri()
-                .path_and_query()
-                .map_or_else(|| req.uri().to_string(), |p| p.to_string()),
+            url,
+            cross_site,
+            origin: req
+                .headers()
+                .get(header::ORIGIN)
+                .and_then(|o| o.to_str().ok())
+                .filter(|_| cross_site)
+                .map(|o| o.chars().take(200).collect()),
             ..TrafficEntry::default()
         };
         Exchange {

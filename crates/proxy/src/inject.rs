@@ -92,19 +92,19 @@ pub(crate) fn response(shared: &Shared, parts: &mut response::Parts, body: Proxy
     if !shared.spec.inject {
         return body;
     }
-    rewrite(parts, body)
+    rewrite(parts, body, &shared.key)
 }
 
 /// [`response`] with injection on: the rewritten document, or `body` itself when it is
 /// not one to rewrite.
-pub(crate) fn rewrite(parts: &mut response::Parts, body: ProxyBody) -> ProxyBody {
+pub(crate) fn rewrite(parts: &mut response::Parts, body: ProxyBody, key: &str) -> ProxyBody {
     if body.is_end_stream() {
         return body;
     }
     let Some(coding) = rewritable(parts) else {
         return body;
     };
-    let tag = script_tag(csp_nonce(&parts.headers).as_deref());
+    let tag = script_tag(csp_nonce(&parts.headers).as_deref(), key);
     for name in [
         header::CONTENT_ENCODING,
         header::CONTENT_LENGTH,
@@ -187,11 +187,14 @@ fn joined(headers: &HeaderMap, name: header::HeaderName) -> String {
         .join(", ")
 }
 
-/// The tag inserted into each document.
-pub fn script_tag(nonce: Option<&str>) -> String {
+/// The tag inserted into each document; `key` (hex) is the proxy's report key
+/// ([`crate::browser`]), in the document only, where only the page itself can read it.
+pub fn script_tag(nonce: Option<&str>, key: &str) -> String {
     match nonce {
-        Some(nonce) => format!(r#"<script src="{SCRIPT_PATH}" nonce="{nonce}"></script>"#),
-        None => format!(r#"<script src="{SCRIPT_PATH}"></script>"#),
+        Some(nonce) => {
+            format!(r#"<script src="{SCRIPT_PATH}" nonce="{nonce}" data-k="{key}"></script>"#)
+        }
+        None => format!(r#"<script src="{SCRIPT_PATH}" data-k="{key}"></script>"#),
     }
 }
 

@@ -65,6 +65,9 @@ pub struct ProxySpec {
     pub inject: bool,
     /// Requests kept in the traffic log.
     pub traffic_ring: usize,
+    /// Host names (lower case, no port) served besides loopback names and the listen IP;
+    /// see [`forward`]'s host check.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ProxySpec {
@@ -77,6 +80,7 @@ impl ProxySpec {
             preserve_host: false,
             inject: true,
             traffic_ring: 1000,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -90,6 +94,7 @@ impl From<&corral_config::ProxyConfig> for ProxySpec {
             preserve_host: c.preserve_host,
             inject: c.inject,
             traffic_ring: c.traffic_ring as usize,
+            allowed_hosts: c.allowed_hosts.clone(),
         }
     }
 }
@@ -155,6 +160,9 @@ pub(crate) struct Shared {
     pub stop: CancellationToken,
     /// Holds back `proxy.error` events that repeat the last one.
     pub error_gate: forward::ErrorGate,
+    /// The secret the injected tag carries (`data-k`) and reports must send back: only a
+    /// page the proxy served (a reader of its documents) knows it ([`browser`]).
+    pub key: String,
 }
 
 impl Shared {
@@ -208,6 +216,7 @@ impl Proxy {
             bus,
             stop: stop.clone(),
             error_gate: forward::ErrorGate::default(),
+            key: browser::new_key(),
         });
         shared.bus.emit(
             Event::new(Kind::ProxyStarted, shared.source())
@@ -259,6 +268,12 @@ impl Proxy {
 
     pub fn browser(&self) -> &browser::BrowserLog {
         &self.shared.browser
+    }
+
+    /// The key pages of this proxy send with their error reports (it is in the tag the
+    /// proxy injects); for tests and in-process tools.
+    pub fn report_key(&self) -> &str {
+        &self.shared.key
     }
 
     /// Its row in `corral ps`.
@@ -491,7 +506,7 @@ pub mod fuzzing {
 
     /// The tag [`inject`] inserts.
     pub fn tag() -> String {
-        crate::inject::script_tag(None)
+        crate::inject::script_tag(None, &"0".repeat(64))
     }
 
     /// The `text/html` document `chunks` make (as the target sends them), as the proxy
@@ -503,7 +518,7 @@ pub mod fuzzing {
             hyper::header::HeaderValue::from_static("text/html; charset=utf-8"),
         );
         let body = Chunks(chunks.into()).boxed_unsync();
-        crate::inject::rewrite(&mut parts, body)
+        crate::inject::rewrite(&mut parts, body, &"0".repeat(64))
             .collect()
             .await
             .map(|c| c.to_bytes().to_vec())

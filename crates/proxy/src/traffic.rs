@@ -60,9 +60,23 @@ pub struct TrafficEntry {
     /// For a status ≥ 400: the error message read out of the excerpt.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Another site's page sent it (`Sec-Fetch-Site` other than `same-origin` or `none`,
+    /// and not a top-level navigation): an `<img>` or a `no-cors` fetch on any web page
+    /// can make one, path and all, so it is not the app's own traffic.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cross_site: bool,
+    /// The request's `Origin`, when it was cross-site and had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 impl TrafficEntry {
+    /// Whether another site's page sent it (see `cross_site`): what it says (its path
+    /// above all) is not to be taken as the app's.
+    pub fn is_cross_site(&self) -> bool {
+        self.cross_site
+    }
+
     /// A response ≥ 400 or a transport error.
     pub fn is_error(&self) -> bool {
         self.status.is_some_and(|s| s >= 400) || self.error.is_some()

@@ -643,7 +643,7 @@ async fn a_client_that_leaves_is_logged_as_aborted_not_as_an_error() {
     let mut events = bus.subscribe();
     let mut stream = TcpStream::connect(proxy.addr()).await.unwrap();
     stream
-        .write_all(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        .write_all(b"GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n")
         .await
         .unwrap();
     within("the request at the target", arrived.recv()).await;
@@ -696,5 +696,100 @@ async fn a_target_that_answers_garbage_or_nothing_gets_a_502() {
         Some("connection closed before the response")
     );
     assert_eq!(proxy.traffic().errors(), 2);
+    proxy.stop().await;
+}
+
+/// DNS rebinding: a page on `evil.example`, its name re-pointed at 127.0.0.1, reads
+/// whatever answers there with its own origin. A dev server guards against that by
+/// checking `Host` (Vite answers 403); the proxy, which rewrites `Host` to the target's,
+/// must check it in its stead: only loopback names, its own listen IP and the
+/// configured `allowed_hosts` pass, on its own endpoints too, and a refused request never
+/// reaches the target.
+#[tokio::test]
+async fn a_request_for_a_host_the_proxy_does_not_serve_is_refused_before_the_target() {
+    let reached = Arc::new(Mutex::new(Vec::<String>::new()));
+    let seen = reached.clone();
+    let target = Target::start(move |req: Request<Incoming>| {
+        let seen = seen.clone();
+        async move {
+            let host = req
+                .headers()
+                .get("host")
+                .map(|h| h.to_str().unwrap().to_owned());
+            seen.lock().unwrap().push(format!("{} {host:?}", req.uri()));
+            echo(req).await
+        }
+    })
+    .await;
+    let (proxy, bus) = proxy_with(&target.url(), |s| {
+        s.allowed_hosts = vec!["myapp.test".into()];
+        s.preserve_host = true;
+    })
+    .await;
+    let mut events = bus.subscribe();
+    let port = proxy.addr().port();
+    let mut conn = Conn::open(proxy.addr()).await;
+    let with_host = |path: &str, host: Option<&str>| {
+        let mut req = Request::builder().uri(path);
+        if let Some(host) = host {
+            req = req.header("host", host);
+        }
+        req.body(full("")).unwrap()
+    };
+
+    let refused = [
+        format!("evil.example:{port}"),
+        "evil.example".to_owned(),
+        format!("localhost.evil.example:{port}"),
+        format!("10.0.0.1:{port}"),
+        format!("myapp.test.evil:{port}"),
+    ];
+    for host in &refused {
+        for path in ["/main.js", "/__corral/client.js"] {
+            let reply = conn.fetch(with_host(path, Some(host))).await;
+            assert_eq!(reply.status, 403, "Host {host} {path}: {}", reply.text());
+            let text = reply.text();
+            let name = host.rsplit_once(':').map_or(host.as_str(), |(n, _)| n);
+            assert!(text.contains(name), "names the host: {text}");
+            assert!(text.contains("'web'"), "names the proxy: {text}");
+            assert!(text.contains("allowed_hosts"), "names the fix: {text}");
+            assert_eq!(
+                reply.header("content-type"),
+                Some("text/plain; charset=utf-8")
+            );
+        }
+    }
+    let reply = conn.fetch(with_host("/main.js", None)).await;
+    assert_eq!(reply.status, 403, "no Host: {}", reply.text());
+    assert!(
+        reached.lock().unwrap().is_empty(),
+        "{:?}",
+        reached.lock().unwrap()
+    );
+    assert!(proxy.traffic().query(&Default::default()).is_empty());
+
+    let served = [
+        format!("localhost:{port}"),
+        format!("LocalHost:{port}"),
+        format!("app.localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("127.1.2.3:{port}"),
+        format!("[::1]:{port}"),
+        format!("myapp.test:{port}"),
+        "MYAPP.TEST".to_owned(),
+    ];
+    for host in &served {
+        let reply = conn.fetch(with_host("/main.js", Some(host))).await;
+        assert_eq!(reply.status, 200, "Host {host}: {}", reply.text());
+        // preserve_host still sends the browser's Host once it passed.
+        assert_eq!(
+            Seen::parse(reply.text()).header("host"),
+            Some(host.as_str())
+        );
+    }
+    assert_eq!(reached.lock().unwrap().len(), served.len());
+    // One event says why requests were refused (not one per request).
+    let refusals: Vec<Event> = proxy_errors(&mut events);
+    assert_eq!(refusals.len(), 1, "{refusals:?}");
     proxy.stop().await;
 }

@@ -17,7 +17,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::broadcast;
 
-const TAG: &str = r#"<script src="/__corral/client.js"></script>"#;
+/// The tag `proxy` injects (with its report key).
+fn script_tag(proxy: &Proxy) -> String {
+    format!(
+        r#"<script src="/__corral/client.js" data-k="{}"></script>"#,
+        proxy.report_key()
+    )
+}
 
 /// Waits for conditions: generous, the machine may be loaded.
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -199,6 +205,8 @@ async fn next_browser_error(events: &mut broadcast::Receiver<Event>) -> Event {
 }
 
 async fn report(proxy: &Proxy, body: &serde_json::Value) -> Got {
+    let mut body = body.clone();
+    body["key"] = proxy.report_key().into();
     send(
         &format!("{}/__corral/errors", proxy.url()),
         "POST",
@@ -328,7 +336,10 @@ async fn a_bad_report_is_refused_with_the_reason() {
 async fn reports_from_other_origins_are_refused() {
     let (proxy, _bus) = proxy(target(vec![]).await, true).await;
     let url = format!("{}/__corral/errors", proxy.url());
-    let body = br#"{"page":"x","errors":[{"kind":"error","message":"planted"}]}"#;
+    let body = serde_json::json!({"key": proxy.report_key(), "page": "x",
+        "errors": [{"kind": "error", "message": "planted"}]})
+    .to_string();
+    let body = body.as_bytes();
     let port = proxy.addr().port();
     let own = format!("127.0.0.1:{port}");
     let by_name = format!("localhost:{port}");
@@ -511,7 +522,8 @@ async fn html_documents_get_the_tag_once_wherever_it_fits() {
     .await;
     let (proxy, _bus) = proxy(target, true).await;
     let url = |path: &str| format!("{}{path}", proxy.url());
-    let page = with_tag(PAGE, "</head>", TAG);
+    let tag = script_tag(&proxy);
+    let page = with_tag(PAGE, "</head>", &tag);
 
     let got = get(&url("/"), &[("accept", "text/html")]).await;
     assert_eq!(got.status, 200);
@@ -527,9 +539,9 @@ async fn html_documents_get_the_tag_once_wherever_it_fits() {
     assert_eq!(got.headers["content-type"], html);
 
     let cases = [
-        ("/no-head", with_tag(no_head, "<p>", TAG)),
-        ("/fragment", format!("{TAG}<p>a fragment</p>")),
-        ("/upper", with_tag(upper, "</HEAD>", TAG)),
+        ("/no-head", with_tag(no_head, "<p>", &tag)),
+        ("/fragment", format!("{tag}<p>a fragment</p>")),
+        ("/upper", with_tag(upper, "</HEAD>", &tag)),
         ("/ones", page.clone()),
         ("/sevens", page.clone()),
         ("/missing", page.clone()),
@@ -579,7 +591,7 @@ async fn compressed_documents_are_decoded_and_sent_plain() {
     ])
     .await;
     let (proxy, _bus) = proxy(target, true).await;
-    let expected = with_tag(&big, "</head>", TAG);
+    let expected = with_tag(&big, "</head>", &script_tag(&proxy));
     for path in ["/gz", "/br"] {
         let got = get(
             &format!("{}{path}", proxy.url()),
@@ -630,10 +642,13 @@ async fn the_tag_carries_the_pages_csp_nonce() {
     .await;
     let (proxy, _bus) = proxy(target, true).await;
     let got = get(&proxy.url(), &[]).await;
-    let tag = r#"<script src="/__corral/client.js" nonce="r4nd0m+/="></script>"#;
+    let tag = format!(
+        r#"<script src="/__corral/client.js" nonce="r4nd0m+/=" data-k="{}"></script>"#,
+        proxy.report_key()
+    );
     assert_eq!(
         String::from_utf8(got.body).unwrap(),
-        with_tag(PAGE, "</head>", tag)
+        with_tag(PAGE, "</head>", &tag)
     );
     assert_eq!(
         got.headers["content-security-policy"], csp,

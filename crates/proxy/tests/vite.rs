@@ -109,8 +109,10 @@ async fn hmr_messages_pass_through_the_proxy() {
         page.text()
     );
     assert!(
-        page.text()
-            .contains(r#"<script src="/__corral/client.js"></script>"#),
+        page.text().contains(&format!(
+            r#"<script src="/__corral/client.js" data-k="{}"></script>"#,
+            proxy.report_key()
+        )),
         "Corral's script is missing from the page:\n{}",
         page.text()
     );
@@ -290,4 +292,48 @@ async fn vite_page_in_chromium_updates_through_the_proxy() {
     chromium.close().await;
     proxy.stop().await;
     vite.stop().await;
+}
+
+/// Vite refuses a request for a host name it does not know (DNS rebinding); through the
+/// proxy, which rewrites `Host` to Vite's, the proxy must refuse it instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rebound_host_name_is_refused_through_the_proxy_as_vite_refuses_it() {
+    let project = project();
+    let (vite, proxy, _bus) = vite_behind_proxy(project.path()).await;
+    let port = proxy.addr().port();
+    let get_as = |addr: std::net::SocketAddr, host: String| async move {
+        let mut conn = common::Conn::open(addr).await;
+        let req = hyper::Request::get("/main.js")
+            .header("host", host)
+            .body(corral_proxy::full(""))
+            .unwrap();
+        conn.fetch(req).await
+    };
+    let vite_addr: std::net::SocketAddr = vite
+        .url
+        .strip_prefix("http://")
+        .unwrap()
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let direct = get_as(vite_addr, format!("evil.example:{}", vite_addr.port())).await;
+    assert_eq!(direct.status, 403, "Vite's own check: {}", direct.text());
+
+    let rebound = get_as(proxy.addr(), format!("evil.example:{port}")).await;
+    assert_eq!(rebound.status, 403, "{}", rebound.text());
+    assert!(!rebound.text().contains("import"), "{}", rebound.text());
+    assert!(
+        rebound.text().contains("allowed_hosts"),
+        "{}",
+        rebound.text()
+    );
+
+    let local = get_as(proxy.addr(), format!("localhost:{port}")).await;
+    assert_eq!(local.status, 200, "{}\n{}", local.text(), vite.output());
+    assert!(
+        local.text().contains(r#"import "/style.css""#),
+        "{}",
+        local.text()
+    );
+    proxy.stop().await;
 }

@@ -437,6 +437,40 @@ impl Reader {
         }
     }
 
+    /// Host names a dev proxy answers besides its own (`allowed_hosts`): each a bare
+    /// name or IP as a browser sends it in `Host`, without a port; kept lower case.
+    pub(super) fn host_names(&mut self, node: &Node, key: &str) -> Vec<String> {
+        let Value::Array(items) = &node.value else {
+            self.wrong_type(node, key, "an array of host names");
+            return Vec::new();
+        };
+        let mut names = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let item_key = format!("{key}[{i}]");
+            let Some(name) = self.string(item, &item_key) else {
+                continue;
+            };
+            let ok = !name.is_empty()
+                && name.chars().all(|c| {
+                    c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | '[' | ']' | ':')
+                })
+                && (!name.contains(':') || name.starts_with('['));
+            if ok {
+                names.push(name.to_ascii_lowercase());
+            } else {
+                self.problem(
+                    item.pos,
+                    &item_key,
+                    format!(
+                        "{name:?} is not a host name: write the name a browser puts in the \
+                         URL, without scheme or port (e.g. \"myapp.test\")"
+                    ),
+                );
+            }
+        }
+        names
+    }
+
     /// Tool name globs: kept as written, but an empty pattern is surely a mistake.
     pub(super) fn patterns(&mut self, node: &Node, key: &str) -> Vec<String> {
         let Value::Array(items) = &node.value else {
@@ -460,21 +494,8 @@ impl Reader {
     /// Reports a name that cannot be used, explaining why the rule exists.
     pub(super) fn check_name(&mut self, what: &str, entry: &Entry, key: &str) {
         let name = &entry.key;
-        let message = if name.is_empty() {
-            format!("{what} name must not be empty")
-        } else if name.chars().count() > MAX_NAME_LEN {
-            format!(
-                "{what} name is {} characters long; the limit is {MAX_NAME_LEN}",
-                name.chars().count()
-            )
-        } else if !name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-        {
-            format!(
-                "{what} name {name:?} may only contain letters, digits, '_' and '-' \
-                 (it becomes part of tool names, file names and events); rename it"
-            )
+        let message = if let Some(problem) = name_problem(what, name) {
+            problem
         } else if what == "server" && name.contains("__") {
             format!(
                 "server name {name:?} must not contain \"__\": Corral names tools \
@@ -491,6 +512,31 @@ impl Reader {
             return;
         };
         self.problem(entry.key_pos, key, message);
+    }
+}
+
+/// Why `name` cannot name a server, process or proxy (`what`), or `None` when it can:
+/// 1 to 64 letters, digits, `_` and `-`. The one rule for names from a config file, the
+/// command line and agents alike: a name becomes part of tool names, file names, events
+/// and terminal output, so it must not carry anything a terminal would act on.
+pub fn name_problem(what: &str, name: &str) -> Option<String> {
+    if name.is_empty() {
+        Some(format!("{what} name must not be empty"))
+    } else if name.chars().count() > MAX_NAME_LEN {
+        Some(format!(
+            "{what} name is {} characters long; the limit is {MAX_NAME_LEN}",
+            name.chars().count()
+        ))
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        Some(format!(
+            "{what} name {name:?} may only contain letters, digits, '_' and '-' \
+             (it becomes part of tool names, file names and events); rename it"
+        ))
+    } else {
+        None
     }
 }
 

@@ -8,6 +8,7 @@
 
 mod alerts;
 mod fields;
+pub use self::fields::name_problem;
 
 use std::num::NonZeroU32;
 use std::time::Duration;
@@ -121,6 +122,7 @@ pub(crate) struct RawProxy {
     pub preserve_host: bool,
     pub inject: bool,
     pub traffic_ring: u32,
+    pub allowed_hosts: Vec<String>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -174,6 +176,7 @@ const PROXY_KEYS: &[&str] = &[
     "preserve_host",
     "inject",
     "traffic_ring",
+    "allowed_hosts",
 ];
 
 const RESTART_CHOICES: &[(&str, RestartPolicy)] = &[
@@ -794,6 +797,7 @@ impl Reader {
             self.count(n, &k, "it keeps the last N requests; 1000 is the default")
                 .map(|n| n.get())
         });
+        let allowed_hosts = field("allowed_hosts").map(|(n, k)| self.host_names(n, &k));
         let target = self.text(&target.node, &join(path, "target"))?;
         Some(RawProxy {
             name: entry.key.clone(),
@@ -802,6 +806,7 @@ impl Reader {
             preserve_host: preserve_host.unwrap_or(Some(false))?,
             inject: inject.unwrap_or(Some(true))?,
             traffic_ring: traffic_ring.unwrap_or(Some(DEFAULT_TRAFFIC_RING))?,
+            allowed_hosts: allowed_hosts.unwrap_or_default(),
         })
     }
 

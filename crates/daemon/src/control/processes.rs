@@ -93,24 +93,7 @@ async fn settle(state: &State, h: &ProcessHandle, since: SystemTime) -> Reply {
 /// Whether `name` can name a process or a proxy (`what`): it becomes a file name and an
 /// event source, so the rule is the config's.
 pub(crate) fn name_problem(what: &str, name: &str) -> Option<String> {
-    if name.is_empty() {
-        return Some(format!("a {what} name must not be empty"));
-    }
-    if name.chars().count() > 64 {
-        return Some(format!(
-            "{what} name '{name}' is {} characters long; the limit is 64",
-            name.chars().count()
-        ));
-    }
-    let ok = name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    (!ok).then(|| {
-        format!(
-            "{what} name {name:?} may only contain letters, digits, '_' and '-' \
-             (it becomes a file name and an event source)"
-        )
-    })
+    corral_config::name_problem(what, name)
 }
 
 /// `run`: starts an ad-hoc process (restart `never`, no readiness check, the daemon's
