@@ -18,6 +18,10 @@ pub struct Http {
     pub path: String,
     /// `None` when no response came (connection refused, reset, timeout).
     pub status: Option<u16>,
+    /// Another site's page sent it (not a navigation): anyone's page can make such a
+    /// request, path and all, so it is not the app's traffic and is hidden as noise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cross_site: bool,
 }
 
 impl Http {
@@ -26,7 +30,14 @@ impl Http {
             method: method.into(),
             path: path.into(),
             status,
+            cross_site: false,
         }
+    }
+
+    /// Marks it as sent by another site's page (see [`Http::cross_site`]).
+    pub fn cross_site(mut self, cross_site: bool) -> Self {
+        self.cross_site = cross_site;
+        self
     }
 
     /// The path without `?query` and `#fragment`.

@@ -11,6 +11,8 @@ use crate::model::{Http, Observation};
 ///
 /// - any 3xx status: redirects and `304 Not Modified`;
 /// - a 404 for a source map (`*.map`), a favicon (`favicon.ico`, `apple-touch-icon*`);
+/// - a request another site's page sent ([`Http::cross_site`]): any web page the user
+///   has open can make one to the proxy's port, with a path that says anything;
 /// - hot-reload traffic at any status or none (a dev server drops these connections on
 ///   every restart): `*.hot-update.json`/`.js`, `/@vite/`, `/__vite_ping`,
 ///   `/@react-refresh`, `/__webpack_hmr`, `/_next/webpack-hmr`, `/sockjs-node`.
@@ -80,7 +82,8 @@ impl NoiseFilter {
     }
 
     /// Every reason [`NoiseFilter::reason`] gives, in the order reports list them.
-    pub const REASONS: [&'static str; 6] = [
+    pub const REASONS: [&'static str; 7] = [
+        "cross-site requests",
         "redirects",
         "304s",
         "source maps",
@@ -91,6 +94,9 @@ impl NoiseFilter {
 }
 
 fn builtin_reason(http: &Http) -> Option<&'static str> {
+    if http.cross_site {
+        return Some("cross-site requests");
+    }
     let path = http.bare_path();
     match http.status {
         Some(304) => return Some("304s"),
@@ -230,6 +236,12 @@ mod tests {
         assert_eq!(reason("/@vite/client", Some(404)), Some("hot reload"));
         assert_eq!(reason("/healthz", Some(503)), Some("patterns"));
         assert_eq!(reason("/api", Some(500)), None);
+        let planted = request("/api", Some(500));
+        let planted = Observation {
+            http: planted.http.map(|h| h.cross_site(true)),
+            ..planted
+        };
+        assert_eq!(f.reason(&planted), Some("cross-site requests"));
     }
 
     #[test]

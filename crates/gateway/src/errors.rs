@@ -316,11 +316,7 @@ fn traffic_observation(
         location: None,
         context: Vec::new(),
         text_from: TextFrom::Http,
-        http: Some(Http {
-            method: t.method.clone(),
-            path,
-            status: t.status,
-        }),
+        http: Some(Http::new(t.method.clone(), path, t.status).cross_site(t.is_cross_site())),
         first_seen: at,
         last_seen: at,
         count: 1,
