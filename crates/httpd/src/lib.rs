@@ -21,6 +21,10 @@
 //! that closes its connection while its request runs drops the handler's future, which
 //! cancels whatever the request started.
 
+mod peer;
+
+pub use peer::{PeerUser, peer_user};
+
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::{Frame, Incoming, SizeHint};

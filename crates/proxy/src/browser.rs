@@ -19,7 +19,10 @@
 //! own tag and sends back in the body (`"key"`). The key is in no URL and not in the
 //! script: a page elsewhere may run `/__corral/client.js` with `<script src>`, but only a
 //! reader of a document the proxy served (the page itself, same-origin) sees the key.
-//! A report with an `Origin` must come from the proxy's own origin as well.
+//! A report with an `Origin` must come from the proxy's own origin as well. And since
+//! any local user can fetch a page through the proxy and read its key, a report from a
+//! socket of another local user is refused too ([`corral_httpd::peer_user`]: the
+//! kernel's socket table names the owner of the peer's end).
 //!
 //! # Floods
 //!
@@ -386,6 +389,10 @@ async fn errors(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
     if let Err(why) = same_origin(&shared, host.as_deref(), req.headers()) {
         return text(StatusCode::FORBIDDEN, format!("{why}\n"));
     }
+    let peer = req
+        .extensions()
+        .get::<corral_httpd::RemoteAddr>()
+        .map(|a| a.0);
     let body = match corral_httpd::read_body(req.into_body(), BODY_LIMIT, BODY_DEADLINE).await {
         Ok(body) => body,
         Err(corral_httpd::BodyError::TooLarge) => {
@@ -417,6 +424,16 @@ async fn errors(shared: Arc<Shared>, req: Request<Incoming>) -> Response<ProxyBo
             "reports are accepted only from pages served through this proxy, with the key \
              of the script it put into them\n"
                 .into(),
+        );
+    }
+    // The key is in every page the proxy serves, and any local user can fetch one: the
+    // socket's owner tells the user's browser from another user's program.
+    if let Some(corral_httpd::PeerUser::Other(uid)) =
+        peer.map(|p| corral_httpd::peer_user(p, shared.addr.port()))
+    {
+        return text(
+            StatusCode::FORBIDDEN,
+            format!("reports are accepted only from the user running Corral, not from uid {uid}\n"),
         );
     }
     let page = reports.first().map(|r| r.page.clone()).unwrap_or_default();
