@@ -65,6 +65,11 @@ pub struct ProxySpec {
     pub inject: bool,
     /// Requests kept in the traffic log.
     pub traffic_ring: usize,
+    /// Its connections' limits ([`proxy_limits`] unless a test or an embedder sets
+    /// others): the cap (an upgraded connection takes two slots, for its descriptor and
+    /// its target's), timeouts, the head limit, and how long an upgraded connection may
+    /// stay silent.
+    pub limits: corral_httpd::Limits,
 }
 
 impl ProxySpec {
@@ -77,6 +82,7 @@ impl ProxySpec {
             preserve_host: false,
             inject: true,
             traffic_ring: 1000,
+            limits: proxy_limits(),
         }
     }
 }
@@ -90,6 +96,7 @@ impl From<&corral_config::ProxyConfig> for ProxySpec {
             preserve_host: c.preserve_host,
             inject: c.inject,
             traffic_ring: c.traffic_ring as usize,
+            limits: proxy_limits(),
         }
     }
 }
@@ -218,7 +225,7 @@ impl Proxy {
         let handler_shared = shared.clone();
         let task = tokio::spawn(corral_httpd::serve(
             listener,
-            proxy_limits(),
+            shared.spec.limits.clone(),
             stop.cancelled_owned(),
             move |req| forward::handle(handler_shared.clone(), req),
         ));
@@ -288,7 +295,7 @@ impl Proxy {
 
 /// Connection limits for a proxy: the MCP endpoint's, but an idle keep-alive connection
 /// may wait as long as a browser keeps one (a dev page polls, HMR reconnects).
-fn proxy_limits() -> corral_httpd::Limits {
+pub fn proxy_limits() -> corral_httpd::Limits {
     corral_httpd::Limits {
         header_timeout: std::time::Duration::from_secs(120),
         ..corral_httpd::Limits::within_fd_limit()
