@@ -6,6 +6,33 @@
 //!
 //! Exit codes (ARCHITECTURE.md, "Contracts: CLI"): 0 ok; 1 the operation failed (message on stderr); 2 usage or
 //! config error.
+//!
+//! A closed stdout (`corral ps | head -1`) ends a command quietly: `println!` and
+//! `print!` in this crate are [`stdout`]'s, which never panic; the first write that finds
+//! the pipe closed stops all further output and ends a command that follows or waits
+//! (as Ctrl-C would: servers started in-process are stopped cleanly), and the exit code
+//! is the command's own (0 when it did its work). SIGPIPE stays ignored, as Rust sets
+//! it: a daemon or bridge must never die of a pipe to a child or an agent. Another
+//! write error on stdout (a full disk) ends the command too, with exit 1 and a message.
+
+/// `println!` through [`stdout::write`]: a closed stdout is not a panic.
+macro_rules! println {
+    () => { $crate::stdout::write(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::stdout::write(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+/// `print!` through [`stdout::write`].
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::stdout::write(format_args!($($arg)*)) };
+}
+
+/// `eprintln!` that ignores a closed stderr.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
 
 mod args;
 mod commands;
@@ -13,6 +40,49 @@ mod output;
 mod project;
 
 use std::process::ExitCode;
+
+/// The command's stdout: written without panicking, and given up on at its first
+/// failed write (see the crate docs).
+pub(crate) mod stdout {
+    use std::io::Write as _;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    static CLOSED: AtomicBool = AtomicBool::new(false);
+    /// A write error other than a closed pipe, for the exit code and message.
+    static FAILED: Mutex<Option<String>> = Mutex::new(None);
+    static CLOSING: tokio::sync::Notify = tokio::sync::Notify::const_new();
+
+    /// Writes `args` to stdout unless a write failed before.
+    pub fn write(args: std::fmt::Arguments) {
+        if CLOSED.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Err(e) = std::io::stdout().lock().write_fmt(args) {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                *FAILED.lock().unwrap() = Some(e.to_string());
+            }
+            CLOSED.store(true, Ordering::SeqCst);
+            CLOSING.notify_waiters();
+        }
+    }
+
+    /// Resolves once a write to stdout failed.
+    pub async fn closed() {
+        let notified = CLOSING.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if CLOSED.load(Ordering::SeqCst) {
+            return;
+        }
+        notified.await
+    }
+
+    /// The write error that was not a closed pipe, if one happened.
+    pub fn failure() -> Option<String> {
+        FAILED.lock().unwrap().clone()
+    }
+}
 
 /// A failure with the exit code it maps to.
 #[derive(Debug)]
@@ -65,7 +135,12 @@ pub fn run() -> ExitCode {
         .enable_all()
         .build()
         .expect("start the tokio runtime");
-    match runtime.block_on(commands::dispatch(cli)) {
+    let result = runtime.block_on(commands::dispatch(cli));
+    let result = match (result, stdout::failure()) {
+        (Ok(()), Some(e)) => Err(Failure::Op(format!("cannot write to stdout: {e}"))),
+        (result, _) => result,
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
             let msg = match &f {

@@ -159,8 +159,17 @@ impl Standalone {
     }
 }
 
-/// Resolves on Ctrl-C or SIGTERM.
+/// Resolves on Ctrl-C or SIGTERM, or when stdout turned out closed (nobody reads what
+/// a command would go on printing).
 pub async fn interrupted() {
+    tokio::select! {
+        _ = signalled() => {}
+        _ = crate::stdout::closed() => {}
+    }
+}
+
+/// Resolves on Ctrl-C or SIGTERM (what stops a daemon: not a closed stdout).
+pub async fn signalled() {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");

@@ -347,3 +347,29 @@ fn a_body_that_trickles_is_cut_off_at_the_body_deadline() {
     assert_eq!(status(&r), 408, "{r}");
     assert!(r.contains("not complete within"), "{r}");
 }
+
+#[test]
+fn a_request_head_over_64_kib_gets_431_and_one_just_under_is_served() {
+    let gw = gateway(Limits::default());
+    let with_pad = |pad: usize| {
+        let mut s = connect(gw.addr);
+        let headers = format!("{}X-Pad: {}\r\n", auth(), "p".repeat(pad));
+        s.write_all(post(&headers, INIT).as_bytes()).unwrap();
+        read_all(&mut s)
+    };
+    // A head of 64 KiB and a few hundred bytes: over by little, refused.
+    let r = with_pad(65 * 1024);
+    assert_eq!(status(&r), 431, "{}", &r[..r.len().min(300)]);
+    // Just under: served.
+    let r = with_pad(63 * 1024);
+    assert_eq!(status(&r), 200, "{}", &r[..r.len().min(300)]);
+    // Many small headers count the same as one long one.
+    let mut s = connect(gw.addr);
+    let many: String = (0..90)
+        .map(|i| format!("X-Pad-{i}: {}\r\n", "q".repeat(740)))
+        .collect();
+    s.write_all(post(&format!("{}{many}", auth()), INIT).as_bytes())
+        .unwrap();
+    let r = read_all(&mut s);
+    assert_eq!(status(&r), 431, "{}", &r[..r.len().min(300)]);
+}

@@ -7,6 +7,14 @@
 //!
 //! * **A connection cap.** Past [`Limits::max_connections`] a new connection gets `503`
 //!   at once and is closed, so idle connections cannot use up the daemon's descriptors.
+//!   The cap counts descriptors, and it holds for upgraded connections too: a
+//!   connection's slot (a semaphore permit) is owned by the IO object hyper serves, and
+//!   hyper hands that very object to whoever takes the upgrade (`hyper::upgrade::on`),
+//!   so the slot is held until the upgraded connection is dropped, whatever task holds
+//!   it. A `101` response takes a second slot for the connection, for the descriptor of
+//!   its other end (the dev proxy's connection to its target); when none is left the
+//!   `101` becomes a `503` and nothing is upgraded. [`splice`] copies between the two
+//!   ends and closes both after [`Limits::upgraded_idle_timeout`] without a byte.
 //! * **Timeouts.** A request head must arrive within [`Limits::header_timeout`]; the same
 //!   timer runs while a keep-alive connection waits for its next request, so an idle or
 //!   slowloris connection is closed. Bodies are read by the handler with its own limit
@@ -14,6 +22,13 @@
 //! * **Accept errors backed off.** When `accept` fails for want of descriptors (EMFILE,
 //!   ENFILE) or memory, the loop sleeps (5 ms doubling to 1 s) instead of spinning on a
 //!   socket that stays readable.
+//! * **A request-head limit, exact.** A head whose request line and headers take more
+//!   than [`Limits::max_head`] bytes, counted as `METHOD SP TARGET SP HTTP/1.1 CRLF`
+//!   plus `name: value CRLF` per header plus the final `CRLF` (the canonical form:
+//!   optional whitespace around a value is not counted), gets `431` and the connection
+//!   is closed. hyper's own read buffer limit (`max_buf_size`, set a little above) is
+//!   not a head limit by itself: it bounds what hyper buffers, it lets heads well over
+//!   it through, and past it hyper answers `431` itself and closes.
 //! * `TCP_NODELAY` on every connection: without it a response waits out the peer's
 //!   delayed ACK (44 ms per call, measured; ARCHITECTURE.md "Performance").
 //!
@@ -37,20 +52,24 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 
 /// What one listener allows.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
     /// Open connections at most; the next one gets `503` and is closed.
     pub max_connections: usize,
     /// Time for a request head to arrive, and for an idle keep-alive connection to send
     /// its next request.
     pub header_timeout: Duration,
-    /// Largest request head (request line and headers); beyond it, `431`.
+    /// Largest request head (request line and headers, counted as the module docs
+    /// say); beyond it, `431`.
     pub max_head: usize,
     /// Time for a whole request body to arrive once its head is in ([`read_body`]).
     pub body_timeout: Duration,
+    /// An upgraded connection (WebSocket) that carries no byte either way for this
+    /// long is closed ([`splice`]).
+    pub upgraded_idle_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -60,6 +79,7 @@ impl Default for Limits {
             header_timeout: Duration::from_secs(30),
             max_head: 64 * 1024,
             body_timeout: Duration::from_secs(30),
+            upgraded_idle_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -141,8 +161,7 @@ pub async fn serve<H, F, B>(
 ) where
     H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(shutdown);
@@ -167,15 +186,22 @@ pub async fn serve<H, F, B>(
             continue;
         };
         let _ = stream.set_nodelay(true);
+        let slot = Arc::new(Slot {
+            permits: permits.clone(),
+            held: std::sync::Mutex::new(vec![permit]),
+        });
+        let io = Slotted {
+            io: stream,
+            _slot: slot.clone(),
+        };
         let handler = handler.clone();
         let limits = limits.clone();
         tokio::spawn(async move {
-            let _permit = permit;
             let handler = move |mut req: Request<Incoming>| {
                 req.extensions_mut().insert(RemoteAddr(peer));
                 handler(req)
             };
-            serve_connection(stream, &limits, handler).await;
+            serve_io(io, &limits, handler, Some(slot)).await;
         });
     }
 }
@@ -189,22 +215,287 @@ where
     IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
     F: Future<Output = Response<B>> + Send + 'static,
-    B: hyper::body::Body + Send + 'static,
-    B::Data: Send,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
-    let service = hyper::service::service_fn(move |req| {
-        let response = handler(req);
-        async move { Ok::<_, Infallible>(response.await) }
+    serve_io(io, limits, handler, None).await
+}
+
+/// [`serve_connection`], with the connection's [`Slot`] when it is counted: a `101`
+/// takes a second permit from it.
+async fn serve_io<IO, H, F, B>(io: IO, limits: &Limits, handler: H, slot: Option<Arc<Slot>>)
+where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let max_head = limits.max_head;
+    let service = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let too_large = head_size(&req) > max_head;
+        let response = (!too_large).then(|| handler(req));
+        let slot = slot.clone();
+        async move {
+            let Some(response) = response else {
+                return Ok::<_, Infallible>(refusal(
+                    hyper::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                    "request head too large\n",
+                ));
+            };
+            let response = response.await;
+            if response.status() == hyper::StatusCode::SWITCHING_PROTOCOLS
+                && let Some(slot) = slot
+                && !slot.take_another()
+            {
+                // Not upgraded: the handler's ends of the upgrade fail and close.
+                return Ok(refusal(
+                    hyper::StatusCode::SERVICE_UNAVAILABLE,
+                    "too many open connections; retry soon\n",
+                ));
+            }
+            Ok(response.map(Answer::Handler))
+        }
     });
     let _ = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
-        .max_buf_size(limits.max_head.max(8192))
+        // What hyper buffers while it reads a head: above the head limit (enforced
+        // exactly in the service), so that every head within it reaches the service.
+        .max_buf_size((max_head + max_head / 4).max(8192))
         .keep_alive(true)
         .serve_connection(hyper_util::rt::TokioIo::new(io), service)
         .with_upgrades()
         .await;
+}
+
+/// The size of a request's head in its canonical form: `METHOD SP TARGET SP
+/// HTTP/1.1 CRLF`, `name: value CRLF` per header, and the final `CRLF`.
+fn head_size(req: &Request<Incoming>) -> usize {
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or_else(|| req.uri().to_string().len(), |p| p.as_str().len());
+    let line = req.method().as_str().len() + 1 + target + 1 + "HTTP/1.1\r\n".len();
+    let headers: usize = req
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + 2 + value.len() + 2)
+        .sum();
+    line + headers + 2
+}
+
+/// A short plain-text refusal that closes the connection.
+fn refusal<B>(status: hyper::StatusCode, text: &'static str) -> Response<Answer<B>> {
+    let mut resp = Response::new(Answer::Refusal(Body::full(text)));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain"),
+    );
+    h.insert(
+        hyper::header::CONNECTION,
+        hyper::header::HeaderValue::from_static("close"),
+    );
+    resp
+}
+
+/// A response body: the handler's, or a refusal of [`serve_io`]'s own.
+enum Answer<B> {
+    Handler(B),
+    Refusal(Body),
+}
+
+impl<B: hyper::body::Body<Data = Bytes>> hyper::body::Body for Answer<B> {
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        // SAFETY: a structural projection: the variant's field is never moved out of
+        // the pinned `Answer`, and `Answer` has no `Drop` or `Unpin` impl of its own.
+        match unsafe { self.get_unchecked_mut() } {
+            Answer::Handler(b) => unsafe { Pin::new_unchecked(b) }.poll_frame(cx),
+            Answer::Refusal(b) => Pin::new(b)
+                .poll_frame(cx)
+                .map(|f| f.map(|f| f.map_err(|never| match never {}))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            Answer::Handler(b) => b.is_end_stream(),
+            Answer::Refusal(b) => b.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Answer::Handler(b) => b.size_hint(),
+            Answer::Refusal(b) => b.size_hint(),
+        }
+    }
+}
+
+/// The permits one connection of [`serve`] holds: one while it is open, a second once
+/// it is upgraded. Dropped (released) with the last of the connection's IO and service.
+struct Slot {
+    permits: Arc<Semaphore>,
+    held: std::sync::Mutex<Vec<OwnedSemaphorePermit>>,
+}
+
+impl Slot {
+    /// Takes one more permit for the connection; `false` when none is left.
+    fn take_another(&self) -> bool {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => {
+                self.held.lock().unwrap().push(permit);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+}
+
+/// A connection's IO that holds its [`Slot`]: hyper hands this object over on an
+/// upgrade, so the slot lives as long as the upgraded connection.
+struct Slotted<IO> {
+    io: IO,
+    _slot: Arc<Slot>,
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Slotted<IO> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Slotted<IO> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write(cx, buf)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+}
+
+/// Copies bytes both ways between two upgraded connections until either closes, an
+/// error, or `idle` passes without a byte either way; then both are dropped (closed).
+pub async fn splice<A, B>(a: A, b: B, idle: Duration)
+where
+    A: AsyncRead + AsyncWrite + Unpin,
+    B: AsyncRead + AsyncWrite + Unpin,
+{
+    let last = std::sync::atomic::AtomicU64::new(0);
+    let start = tokio::time::Instant::now();
+    let (mut a, mut b) = (
+        Active {
+            io: a,
+            last: &last,
+            start,
+        },
+        Active {
+            io: b,
+            last: &last,
+            start,
+        },
+    );
+    let watchdog = async {
+        loop {
+            let since = Duration::from_millis(last.load(std::sync::atomic::Ordering::Relaxed));
+            let deadline = start + since + idle;
+            if tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    };
+    tokio::select! {
+        _ = tokio::io::copy_bidirectional(&mut a, &mut b) => {}
+        _ = watchdog => {}
+    }
+}
+
+/// An IO that notes when bytes last moved (milliseconds since `start`).
+struct Active<'a, IO> {
+    io: IO,
+    last: &'a std::sync::atomic::AtomicU64,
+    start: tokio::time::Instant,
+}
+
+impl<IO> Active<'_, IO> {
+    fn touch(&self) {
+        let ms = self.start.elapsed().as_millis() as u64;
+        self.last
+            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl<IO: AsyncRead + Unpin> AsyncRead for Active<'_, IO> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            this.touch();
+        }
+        r
+    }
+}
+
+impl<IO: AsyncWrite + Unpin> AsyncWrite for Active<'_, IO> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let this = self.get_mut();
+        let r = Pin::new(&mut this.io).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            this.touch();
+        }
+        r
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+    }
 }
 
 /// Answers a connection over the cap with `503` and closes it (bounded in time, so a

@@ -109,7 +109,13 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
             return exchange.fail("bad response: 101 to a request that asked no upgrade".into());
         };
         let target_upgrade = hyper::upgrade::on(&mut resp);
-        tokio::spawn(splice(shared.stop.clone(), client_upgrade, target_upgrade));
+        let idle = shared.spec.limits.upgraded_idle_timeout;
+        tokio::spawn(splice(
+            shared.stop.clone(),
+            client_upgrade,
+            target_upgrade,
+            idle,
+        ));
         exchange.finish(None, false);
         let (mut parts, _) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers, true);
@@ -237,20 +243,23 @@ fn serves_host(shared: &Shared, host: &str) -> bool {
 }
 
 /// Copies between the browser's and the target's upgraded connections until either
-/// closes or the proxy stops.
+/// closes, neither sends a byte for `idle`, or the proxy stops. The browser's upgraded
+/// connection holds its slots under the connection cap (two: its descriptor and the
+/// target's) until it is dropped here ([`corral_httpd`]).
 async fn splice(
     stop: tokio_util::sync::CancellationToken,
     client: hyper::upgrade::OnUpgrade,
     target: hyper::upgrade::OnUpgrade,
+    idle: Duration,
 ) {
     use hyper_util::rt::TokioIo;
     tokio::select! {
         _ = stop.cancelled() => {}
         joined = async { tokio::try_join!(client, target) } => {
             let Ok((client, target)) = joined else { return };
-            let (mut client, mut target) = (TokioIo::new(client), TokioIo::new(target));
+            let (client, target) = (TokioIo::new(client), TokioIo::new(target));
             tokio::select! {
-                _ = tokio::io::copy_bidirectional(&mut client, &mut target) => {}
+                _ = corral_httpd::splice(client, target, idle) => {}
                 _ = stop.cancelled() => {}
             }
         }

@@ -68,6 +68,11 @@ pub struct ProxySpec {
     /// Host names (lower case, no port) served besides loopback names and the listen IP;
     /// see [`forward`]'s host check.
     pub allowed_hosts: Vec<String>,
+    /// Its connections' limits ([`proxy_limits`] unless a test or an embedder sets
+    /// others): the cap (an upgraded connection takes two slots, for its descriptor and
+    /// its target's), timeouts, the head limit, and how long an upgraded connection may
+    /// stay silent.
+    pub limits: corral_httpd::Limits,
 }
 
 impl ProxySpec {
@@ -81,6 +86,7 @@ impl ProxySpec {
             inject: true,
             traffic_ring: 1000,
             allowed_hosts: Vec::new(),
+            limits: proxy_limits(),
         }
     }
 }
@@ -95,6 +101,7 @@ impl From<&corral_config::ProxyConfig> for ProxySpec {
             inject: c.inject,
             traffic_ring: c.traffic_ring as usize,
             allowed_hosts: c.allowed_hosts.clone(),
+            limits: proxy_limits(),
         }
     }
 }
@@ -227,7 +234,7 @@ impl Proxy {
         let handler_shared = shared.clone();
         let task = tokio::spawn(corral_httpd::serve(
             listener,
-            proxy_limits(),
+            shared.spec.limits.clone(),
             stop.cancelled_owned(),
             move |req| forward::handle(handler_shared.clone(), req),
         ));
@@ -303,7 +310,7 @@ impl Proxy {
 
 /// Connection limits for a proxy: the MCP endpoint's, but an idle keep-alive connection
 /// may wait as long as a browser keeps one (a dev page polls, HMR reconnects).
-fn proxy_limits() -> corral_httpd::Limits {
+pub fn proxy_limits() -> corral_httpd::Limits {
     corral_httpd::Limits {
         header_timeout: std::time::Duration::from_secs(120),
         ..corral_httpd::Limits::within_fd_limit()

@@ -49,7 +49,7 @@ pub async fn daemon(config: Option<&Path>, allow_widened_access: bool) -> CmdRes
         guard_exe: std::env::current_exe().ok(),
         allow_widened_access,
     };
-    corral_daemon::run(cfg, opts, |i| announce(i, true), project::interrupted())
+    corral_daemon::run(cfg, opts, |i| announce(i, true), project::signalled())
         .await
         .map_err(|e: DaemonError| Failure::Op(e.to_string()))
 }
@@ -100,7 +100,7 @@ async fn serve(cfg: corral_config::Config, allow_widened_access: bool) -> CmdRes
         guard_exe: std::env::current_exe().ok(),
         allow_widened_access,
     };
-    corral_daemon::run(cfg, opts, |i| announce(i, false), project::interrupted())
+    corral_daemon::run(cfg, opts, |i| announce(i, false), project::signalled())
         .await
         .map_err(|e: DaemonError| Failure::Op(e.to_string()))
 }
@@ -183,7 +183,28 @@ pub fn warn_of(status: &DaemonStatus) {
     }
 }
 
-/// `corral down`.
+/// Whether process `pid` still runs: it exists and is not a zombie (a zombie has
+/// exited; only its parent's `wait` is missing, which is not ours to do).
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists and may be signalled.
+    if unsafe { libc::kill(pid, 0) } != 0 {
+        return std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    }
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(
+            stat.rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .chars()
+                .next(),
+            Some('Z' | 'X')
+        ),
+        Err(_) => false,
+    }
+}
+
+/// `corral down`: returns once the daemon's process is gone.
 pub async fn down(config: Option<&Path>) -> CmdResult {
     let cfg = project::load(config)?;
     let p = paths(&cfg);
@@ -194,16 +215,20 @@ pub async fn down(config: Option<&Path>) -> CmdResult {
             return Ok(());
         }
     };
-    // Done when the daemon let go of its lock (it exits right after).
+    // Done when the daemon let go of its lock and its process is gone: it lets go of
+    // the lock last thing, but exiting takes a moment more, and whoever runs `down`
+    // (a script, then `up` again) must find no daemon left.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while corral_daemon::lock::is_locked(&p.pid) {
+    let pid = reply["pid"].as_u64().and_then(|p| i32::try_from(p).ok());
+    while corral_daemon::lock::is_locked(&p.pid) || pid.is_some_and(process_exists) {
         if Instant::now() > deadline {
             return Err(Failure::Op(format!(
-                "the daemon (pid {}) did not stop within 60s",
-                reply["pid"]
+                "the daemon (pid {}) did not exit within 60s of being told to stop; \
+                 `kill {}` ends it",
+                reply["pid"], reply["pid"]
             )));
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
     println!("corral: daemon stopped (pid {})", reply["pid"]);
     match reply["agents"].as_u64().unwrap_or(0) {
