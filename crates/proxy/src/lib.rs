@@ -155,6 +155,8 @@ pub(crate) struct Shared {
     pub stop: CancellationToken,
     /// Holds back `proxy.error` events that repeat the last one.
     pub error_gate: forward::ErrorGate,
+    /// Holds back `proxy.error` events of a limit that tripped within its window.
+    pub limits: codec::LimitGate,
 }
 
 impl Shared {
@@ -208,6 +210,7 @@ impl Proxy {
             bus,
             stop: stop.clone(),
             error_gate: forward::ErrorGate::default(),
+            limits: codec::LimitGate::default(),
         });
         shared.bus.emit(
             Event::new(Kind::ProxyStarted, shared.source())
@@ -504,6 +507,8 @@ pub mod fuzzing {
         );
         let body = Chunks(chunks.into()).boxed_unsync();
         crate::inject::rewrite(&mut parts, body)
+            .await
+            .0
             .collect()
             .await
             .map(|c| c.to_bytes().to_vec())
