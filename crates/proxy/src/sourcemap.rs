@@ -233,6 +233,29 @@ impl SourceMaps {
     }
 }
 
+/// For the fuzz target: `map` decoded as the mapper decodes a fetched one (skipped over
+/// [`MAP_LIMIT`]), each 1-based position looked up, and the reference `script` names.
+/// Returns the reference, the locations and the map's estimated bytes.
+pub(crate) fn map_and_lookup(
+    map: &[u8],
+    script: &[u8],
+    positions: &[(u32, u32)],
+) -> (Option<String>, Vec<Option<String>>, usize) {
+    let reference = comment_reference(script).map(str::to_owned);
+    if map.len() > MAP_LIMIT {
+        return (reference, Vec::new(), 0);
+    }
+    let Ok(map) = sourcemap::decode_slice(map) else {
+        return (reference, Vec::new(), 0);
+    };
+    let located = located(map, "/assets/app.js.map".to_owned());
+    let found = positions
+        .iter()
+        .map(|&(line, column)| lookup(&located, line, column))
+        .collect();
+    (reference, found, located.bytes)
+}
+
 /// A decoded map ready to keep: without its sources' contents (only positions are
 /// looked up, and the contents are often most of a map), with its size estimated.
 fn located(mut map: DecodedMap, path: String) -> Arc<Located> {
