@@ -130,7 +130,10 @@ async fn exchange(addr: SocketAddr, head: &str, body: &[u8]) -> Result<u64, Stri
          Connection: close\r\n\r\n",
         body.len()
     );
-    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
     stream.write_all(body).await.map_err(|e| e.to_string())?;
     let (mut total, mut buf) = (0u64, vec![0u8; 64 << 10]);
     loop {
@@ -162,20 +165,37 @@ fn report(addr: SocketAddr, source: &str) -> String {
 async fn scenario(name: &str) -> Result<String, String> {
     let script = b"var a;\n//# sourceMappingURL=bm.js.map\n".to_vec();
     let routes: Routes = match name {
-        "script" => vec![("/bm.js", "text/javascript", Some("gzip"), bomb(b"", 512 << 10))],
+        "script" => vec![(
+            "/bm.js",
+            "text/javascript",
+            Some("gzip"),
+            bomb(b"", 512 << 10),
+        )],
         "maps" => vec![
             ("/bm.js", "text/javascript", None, script),
             ("/bm.js.map", "application/json", None, map()),
         ],
-        "page" => vec![("/page", "text/html", Some("gzip"), bomb(b"<!doctype html><html>", 815 << 10))],
-        "error-page" => vec![("/500", "text/html", Some("gzip"), bomb(b"<html>", 100 << 10))],
+        "page" => vec![(
+            "/page",
+            "text/html",
+            Some("gzip"),
+            bomb(b"<!doctype html><html>", 815 << 10),
+        )],
+        "error-page" => vec![(
+            "/500",
+            "text/html",
+            Some("gzip"),
+            bomb(b"<html>", 100 << 10),
+        )],
         other => return Err(format!("no scenario {other}")),
     };
     let coded: usize = routes.iter().map(|r| r.3.len()).sum();
     let target = target(routes).await;
     let bus = corral_events::EventBus::new(1024);
     let spec = corral_proxy::ProxySpec::new("web", &format!("http://{target}"), "127.0.0.1:0");
-    let proxy = corral_proxy::Proxy::start(spec, bus).await.map_err(|e| e.to_string())?;
+    let proxy = corral_proxy::Proxy::start(spec, bus)
+        .await
+        .map_err(|e| e.to_string())?;
     let addr = proxy.addr();
     let before = vm_hwm_mib();
     let started = Instant::now();
@@ -187,8 +207,12 @@ async fn scenario(name: &str) -> Result<String, String> {
     };
     for i in 0..reports {
         let body = report(addr, &format!("/bm.js?v={i}"));
-        exchange(addr, "POST /__corral/errors HTTP/1.1\r\nContent-Type: application/json", body.as_bytes())
-            .await?;
+        exchange(
+            addr,
+            "POST /__corral/errors HTTP/1.1\r\nContent-Type: application/json",
+            body.as_bytes(),
+        )
+        .await?;
     }
     if reports > 0 {
         let deadline = Instant::now() + Duration::from_secs(120);
@@ -200,7 +224,12 @@ async fn scenario(name: &str) -> Result<String, String> {
         }
     } else {
         let path = if name == "page" { "/page" } else { "/500" };
-        sent = exchange(addr, &format!("GET {path} HTTP/1.1\r\nAccept: text/html"), b"").await?;
+        sent = exchange(
+            addr,
+            &format!("GET {path} HTTP/1.1\r\nAccept: text/html"),
+            b"",
+        )
+        .await?;
     }
     let took = started.elapsed();
     let after = vm_hwm_mib();

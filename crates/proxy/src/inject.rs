@@ -16,7 +16,12 @@
 //! # Encodings and caching
 //!
 //! A gzip, deflate or brotli document is decoded ([`crate::codec`]) and sent as identity:
-//! re-encoding would cost CPU for nothing on loopback. To keep HTML decodable,
+//! re-encoding would cost CPU for nothing on loopback. Decoding goes in bounded steps
+//! (a frame to the browser each), so a page's memory is bounded whatever its
+//! compression ratio; and [`rewrite`] reads a document until the tag's place is decided
+//! before the head goes out, so that one that trips a limit meanwhile (a bomb: over
+//! [`RATIO`] times its coded size) is passed untouched, as the target sent it, with one
+//! `proxy.error`. To keep HTML decodable,
 //! [`request`] narrows `Accept-Encoding` to those codings on requests that may get HTML;
 //! a document in any other coding (or stacked codings) passes untouched, without the
 //! script. A rewritten response loses `Content-Length` (it is chunked), `ETag`,

@@ -5,8 +5,11 @@
 //! is fetched from the target through the proxy's client, its map found from the
 //! `SourceMap` / `X-SourceMap` header or the last `//# sourceMappingURL=` comment (a
 //! `data:` URL or a URL on the same origin; a map elsewhere is not fetched), and the
-//! position looked up. Scripts are cached by path, with failures, for [`FRESH`] only:
-//! a dev server rebuilds the same `bundle.js` on every edit.
+//! position looked up. Scripts are cached by path, with failures, and decoded maps by
+//! their own URL within [`CACHE_BYTES`], for [`FRESH`] only: a dev server rebuilds the
+//! same `bundle.js` on every edit. Anyone can post a report, so every step is bounded:
+//! scripts and maps are decoded only up to [`SCRIPT_LIMIT`] and [`MAP_LIMIT`], the cache
+//! in estimated bytes, and fetches go one at a time (see [`SourceMaps`]).
 
 use crate::Shared;
 use crate::codec::{Coding, Decoder, STEP, over_limit};
