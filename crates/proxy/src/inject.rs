@@ -816,6 +816,39 @@ mod tests {
         );
     }
 
+    /// A compressed document given in one chunk comes out a bounded step at a time
+    /// (each frame at most a step and the tag), never decoded whole at once.
+    #[tokio::test]
+    async fn a_compressed_document_streams_in_bounded_frames() {
+        let doc = format!(
+            "<html><head></head><body>{}</body></html>",
+            "<p>row</p>".repeat(200_000)
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(doc.as_bytes()).unwrap();
+        let body = frames(vec![Ok(Frame::data(gz.finish().unwrap().into()))]).boxed_unsync();
+        let mut body = Injecting::new(body, Some(Coding::Gzip), TAG.to_owned());
+        let (mut out, mut frames_seen) = (Vec::new(), 0);
+        while let Some(frame) = body.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            assert!(
+                data.len() <= codec::STEP + TAG.len(),
+                "a frame of {}",
+                data.len()
+            );
+            out.extend_from_slice(&data);
+            frames_seen += 1;
+        }
+        assert!(
+            frames_seen > doc.len() / codec::STEP,
+            "{frames_seen} frames"
+        );
+        assert_eq!(
+            out,
+            doc.replace("</head>", &format!("{TAG}</head>")).as_bytes()
+        );
+    }
+
     #[test]
     fn nonce_from_the_directive_that_governs_scripts() {
         let mut h = HeaderMap::new();
