@@ -8,6 +8,7 @@
 //! See BENCHMARKS.md at the repository root for what each figure means.
 
 mod account;
+mod bombs;
 mod drain;
 mod errors;
 mod faults;
@@ -36,6 +37,7 @@ USAGE:
     corral-bench scan-drain [--mib N] [--rounds N]
     corral-bench errors [--calls N]
     corral-bench proxy [--seconds N] [--connections C] [--rounds N]
+    corral-bench bombs
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -70,6 +72,11 @@ BENCHMARKS:
                 and proxy CPU per request with C keep-alive connections (default 16), N s
                 per round (default 5), rounds interleaved (default 3); time to last byte of
                 a 1 MiB HTML page (injection). Not part of `all`
+
+    bombs       the dev proxy's peak RSS (VmHWM), each in a fresh process, against a
+                gzip-bombed script to source-map, 64 reports naming bm.js?v=N with one
+                4 MB map, an 815 KB gzip HTML bomb and a 100 KB gzip 500 page. Not part
+                of `all`
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
@@ -227,6 +234,14 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some(proxy::TARGET_COMMAND) {
         return proxy::target_main();
+    }
+    if args.first().map(String::as_str) == Some(bombs::CHILD_COMMAND) {
+        let name = args.get(1).map_or("", String::as_str);
+        return finish(bombs::child_main(name));
+    }
+    if args.first().map(String::as_str) == Some("bombs") {
+        println!("{}", util::machine_header());
+        return finish(bombs::run());
     }
     if args.first().map(String::as_str) == Some("proxy") {
         return proxy_main(&args[1..]);

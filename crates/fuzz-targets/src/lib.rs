@@ -11,6 +11,7 @@
 //! | [`config`] | `corral.toml`, `.mcp.json`, VS Code `mcp.json` | no panic; problems point into the file (1-based) |
 //! | [`control_request`] | a control-socket request line | parse → serialize → parse gives the same request |
 //! | [`http_request`] | bytes on an HTTP connection to `/mcp` | hyper + the gateway's route answer with a valid status or close, and the connection ends |
+//! | [`proxy_report`] | a browser error report, a source map and its script with positions, a coded body with a limit | a report parses or is refused, its locations are on the origin; a map decodes or not, lookups never panic, its estimate covers its tokens; bounded decoding never returns more than its limit |
 //! | [`proxy_body`] | what a dev proxy's target or page sends: an HTML document in chunks, an error body, a browser error report | the document comes out as it went in plus exactly one script tag; an error message is short and never empty; a report parses or is refused, never panics |
 
 use corral_config::redact::Redactor;
@@ -31,6 +32,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("control_request", control_request),
     ("http_request", http_request),
     ("proxy_body", proxy_body),
+    ("proxy_report", proxy_report),
 ];
 
 /// The stdout decoder ([`decode_line`]) on each line of `data`, as the reader cuts them
@@ -456,6 +458,67 @@ pub fn proxy_body(data: &[u8]) {
         }
         _ => {
             let _ = corral_proxy::fuzzing::parse_reports(rest);
+        }
+    }
+}
+
+/// The report endpoint and the source-map path, what a page (any page, by one POST)
+/// makes the proxy do. The first byte picks:
+///
+/// * 0: a `POST /__corral/errors` body: parsed or refused, never a panic; every location
+///   the mapper would look up is a path on the origin (`/…`).
+/// * 1: `map JSON 0xFF script 0xFF positions`: the map decoded as a fetched one is, each
+///   position (4 bytes: line, column as u16s) looked up; a location found is
+///   `source:line:column` with 1-based numbers.
+/// * 2: `[coding, limit (u16, KiB / 16)] coded…`: the body decoded with a limit never
+///   comes back longer than the limit.
+pub fn proxy_report(data: &[u8]) {
+    let Some((&mode, rest)) = data.split_first() else {
+        return;
+    };
+    match mode % 3 {
+        0 => {
+            if let Ok(found) = corral_proxy::fuzzing::report_locations(rest) {
+                for (path, _, _) in found {
+                    assert!(path.starts_with('/'), "a location off the origin: {path:?}");
+                }
+            }
+        }
+        1 => {
+            let mut parts = rest.splitn(3, |&b| b == 0xFF);
+            let (map, script) = (parts.next().unwrap_or(b""), parts.next().unwrap_or(b""));
+            let positions: Vec<(u32, u32)> = parts
+                .next()
+                .unwrap_or(b"")
+                .chunks_exact(4)
+                .take(64)
+                .map(|c| {
+                    (
+                        u32::from(u16::from_le_bytes([c[0], c[1]])),
+                        u32::from(u16::from_le_bytes([c[2], c[3]])),
+                    )
+                })
+                .collect();
+            let (_, found, _) = corral_proxy::fuzzing::source_map(map, script, &positions);
+            for location in found.into_iter().flatten() {
+                let mut numbers = location.rsplitn(3, ':');
+                let column: u32 = numbers.next().unwrap().parse().expect("a column");
+                let line: u32 = numbers.next().expect("a line").parse().expect("a line");
+                assert!(line >= 1 && column >= 1, "{location}");
+            }
+        }
+        _ => {
+            let [coding, a, b, coded @ ..] = rest else {
+                return;
+            };
+            let limit = usize::from(u16::from_le_bytes([*a, *b])) * 64;
+            if let Ok(Some(plain)) = corral_proxy::fuzzing::decode_within(*coding, coded, limit) {
+                assert!(
+                    plain.len() <= limit,
+                    "{} bytes over a limit of {limit}",
+                    plain.len()
+                );
+            }
         }
     }
 }

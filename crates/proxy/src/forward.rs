@@ -126,12 +126,13 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
     strip_hop_by_hop(&mut parts.headers, false);
     rewrite_location(&shared, &mut parts.headers);
     rewrite_cookies(shared.target.authority.host(), &mut parts.headers);
+    let path = exchange.entry.url.clone();
     let body = Watched {
         inner: body,
         exchange,
     }
     .boxed_unsync();
-    let body = crate::inject::response(&shared, &mut parts, body);
+    let body = crate::inject::response(&shared, &path, &mut parts, body).await;
     Response::from_parts(parts, body)
 }
 

@@ -16,7 +16,12 @@
 //! # Encodings and caching
 //!
 //! A gzip, deflate or brotli document is decoded ([`crate::codec`]) and sent as identity:
-//! re-encoding would cost CPU for nothing on loopback. To keep HTML decodable,
+//! re-encoding would cost CPU for nothing on loopback. Decoding goes in bounded steps
+//! (a frame to the browser each), so a page's memory is bounded whatever its
+//! compression ratio; and [`rewrite`] reads a document until the tag's place is decided
+//! before the head goes out, so that one that trips a limit meanwhile (a bomb: over
+//! [`RATIO`] times its coded size) is passed untouched, as the target sent it, with one
+//! `proxy.error`. To keep HTML decodable,
 //! [`request`] narrows `Accept-Encoding` to those codings on requests that may get HTML;
 //! a document in any other coding (or stacked codings) passes untouched, without the
 //! script. A rewritten response loses `Content-Length` (it is chunked), `ETag`,
@@ -34,7 +39,7 @@
 //! without `'self'` blocks its reports: the page's policy is never weakened, so such a
 //! page reports no browser errors.
 
-use crate::codec::{Coding, Decoder};
+use crate::codec::{self, Coding, Decoder, over_limit};
 use crate::{BoxError, ProxyBody, Shared};
 use bytes::Bytes;
 use http_body_util::BodyExt;
@@ -44,6 +49,7 @@ use hyper::http::{request, response};
 use lol_html::html_content::ContentType;
 use lol_html::send::{HtmlRewriter, Settings};
 use lol_html::{OutputSink, element};
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
@@ -53,6 +59,19 @@ pub const SCRIPT_PATH: &str = "/__corral/client.js";
 
 /// Output held back while looking for the insertion point.
 pub const HOLD_LIMIT: usize = 256 * 1024;
+
+/// While the place for the tag is searched, a document that has decoded to more than
+/// [`RATIO_FLOOR`] bytes and more than this many times the coded bytes it took is given
+/// up on (passed untouched): HTML compresses 5 to 20 times, a bomb a thousand.
+pub const RATIO: usize = 100;
+
+/// Decoded bytes before [`RATIO`] is checked (a short start may compress well).
+pub const RATIO_FLOOR: usize = 64 * 1024;
+
+/// The `proxy.error` reasons of a document passed untouched.
+const TOO_COMPRESSED: &str = "an HTML page decoding to over 100 times its coded size was passed untouched, without the error script";
+const REWRITER_LIMIT: &str =
+    "an HTML page over lol_html's memory limit was passed untouched, without the error script";
 
 /// lol_html buffers a tag split across chunks; a page with a bigger one is cut off with
 /// an error rather than grow the proxy without bound.
@@ -87,24 +106,85 @@ pub(crate) fn request(shared: &Shared, parts: &mut request::Parts) {
 }
 
 /// The body to send for a response from the target: `body` itself, or the rewritten
-/// document (then `parts` is fixed up: encoding, length, validators).
-pub(crate) fn response(shared: &Shared, parts: &mut response::Parts, body: ProxyBody) -> ProxyBody {
+/// document (then `parts` is fixed up: encoding, length, validators). `path` is the
+/// request's, for the event when a limit makes a document pass without the tag.
+pub(crate) async fn response(
+    shared: &Shared,
+    path: &str,
+    parts: &mut response::Parts,
+    body: ProxyBody,
+) -> ProxyBody {
     if !shared.spec.inject {
         return body;
     }
-    rewrite(parts, body, &shared.key)
+    let (body, skipped) = rewrite(parts, body, &shared.key).await;
+    if let Some(reason) = skipped {
+        over_limit(shared, reason, path);
+    }
+    body
 }
 
 /// [`response`] with injection on: the rewritten document, or `body` itself when it is
 /// not one to rewrite.
-pub(crate) fn rewrite(parts: &mut response::Parts, body: ProxyBody, key: &str) -> ProxyBody {
+///
+/// The document is read, decoded and rewritten until the place for the tag is decided,
+/// before the response head goes out, keeping the target's frames read meanwhile. If a
+/// limit trips first (the document decodes to over [`RATIO`] times its coded size, or
+/// lol_html needs more than its memory limit), those frames and the rest of the body go
+/// out as they came, with the target's headers (its `Content-Encoding` and
+/// `Content-Length`), and the reason is returned for the event. Decoding is in bounded
+/// steps throughout ([`codec::STEP`]), so however compressed a document is, the proxy
+/// holds at most [`HOLD_LIMIT`] and a step of it.
+pub(crate) async fn rewrite(
+    parts: &mut response::Parts,
+    body: ProxyBody,
+    key: &str,
+) -> (ProxyBody, Option<&'static str>) {
     if body.is_end_stream() {
-        return body;
+        return (body, None);
     }
     let Some(coding) = rewritable(parts) else {
-        return body;
+        return (body, None);
     };
     let tag = script_tag(csp_nonce(&parts.headers).as_deref(), key);
+    let mut doc = Injecting::new(body, coding, tag);
+    let mut kept: VecDeque<Result<Frame<Bytes>, BoxError>> = VecDeque::new();
+    let given_up = loop {
+        if doc.held.is_none() || doc.done {
+            break None;
+        }
+        if doc.has_input() {
+            match doc.pump() {
+                Ok(out) if !out.is_empty() => doc.queue.push_back(out),
+                Ok(_) => {}
+                // A decoding error is the target's broken document: it goes as it is.
+                Err(e) if e.is::<std::io::Error>() => break Some(None),
+                Err(_) => break Some(Some(REWRITER_LIMIT)),
+            }
+            if doc.too_compressed() {
+                break Some(Some(TOO_COMPRESSED));
+            }
+            continue;
+        }
+        match doc.inner.frame().await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    doc.pending = data.clone();
+                }
+                kept.push_back(Ok(frame));
+            }
+            Some(Err(e)) => {
+                kept.push_back(Err(e));
+                doc.ended = true;
+                break Some(None);
+            }
+            None => doc.ended = true,
+        }
+    };
+    if let Some(reason) = given_up {
+        let rest = (!doc.ended).then_some(doc.inner);
+        return (Replay { kept, rest }.boxed_unsync(), reason);
+    }
     for name in [
         header::CONTENT_ENCODING,
         header::CONTENT_LENGTH,
@@ -114,7 +194,36 @@ pub(crate) fn rewrite(parts: &mut response::Parts, body: ProxyBody, key: &str) -
     ] {
         parts.headers.remove(name);
     }
-    Injecting::new(body, coding, tag).boxed_unsync()
+    (doc.boxed_unsync(), None)
+}
+
+/// The target's frames read while deciding, then the rest of its body: a document
+/// passed untouched.
+struct Replay {
+    kept: VecDeque<Result<Frame<Bytes>, BoxError>>,
+    rest: Option<ProxyBody>,
+}
+
+impl Body for Replay {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        if let Some(frame) = self.kept.pop_front() {
+            return Poll::Ready(Some(frame));
+        }
+        match &mut self.rest {
+            Some(rest) => Pin::new(rest).poll_frame(cx),
+            None => Poll::Ready(None),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.kept.is_empty() && self.rest.as_ref().is_none_or(|r| r.is_end_stream())
+    }
 }
 
 /// Whether a response is an HTML document to rewrite, and in which coding it comes
@@ -310,10 +419,21 @@ impl Markers {
     }
 }
 
-/// The rewriting body: decodes, feeds lol_html, yields what it writes.
+/// The rewriting body: decodes in bounded steps, feeds lol_html, yields what it writes,
+/// a frame per step (leftover coded input is decoded before the target is polled
+/// again).
 struct Injecting {
     inner: ProxyBody,
     decoder: Option<Decoder>,
+    /// Coded input not decoded yet.
+    pending: Bytes,
+    /// The target's body ended.
+    ended: bool,
+    /// Coded bytes the decoder took, and the plain bytes it gave, for [`RATIO`].
+    coded_in: usize,
+    plain_out: usize,
+    /// Output made while [`rewrite`] decided, to send first.
+    queue: VecDeque<Bytes>,
     /// `None` once ended.
     rewriter: Option<HtmlRewriter<'static, Sink>>,
     scan: ScanRef,
@@ -387,6 +507,11 @@ impl Injecting {
         Injecting {
             inner,
             decoder: coding.map(Decoder::new),
+            pending: Bytes::new(),
+            ended: false,
+            coded_in: 0,
+            plain_out: 0,
+            queue: VecDeque::new(),
             rewriter: Some(rewriter),
             scan,
             markers,
@@ -396,19 +521,54 @@ impl Injecting {
         }
     }
 
-    /// Rewrites one chunk of the target's body; returns the output to send now. Once the
-    /// tag is in, lol_html is ended (it writes out what it still buffers, a tag cut at
-    /// the chunk's end, as it is) and the rest of the document passes untouched: parsing
-    /// a page's body for nothing was a quarter of the cost of injecting.
-    fn feed(&mut self, coded: Bytes) -> Result<Bytes, BoxError> {
-        let plain = match &mut self.decoder {
-            Some(decoder) => Bytes::from(decoder.feed(&coded)?),
-            None => coded,
+    /// Whether [`Injecting::pump`] has work without polling the target.
+    fn has_input(&self) -> bool {
+        !self.pending.is_empty()
+            || self.decoder.as_ref().is_some_and(Decoder::has_pending)
+            || (self.ended && !self.done)
+    }
+
+    /// Whether the document decodes to more than [`RATIO`] times its coded size.
+    fn too_compressed(&self) -> bool {
+        self.decoder.is_some()
+            && self.plain_out > RATIO_FLOOR
+            && self.plain_out > RATIO.saturating_mul(self.coded_in)
+    }
+
+    /// One bounded step: decodes at most [`codec::STEP`] plain bytes of the pending
+    /// input (at the end, of what the decoder still holds), rewrites them, and returns
+    /// the output to send now. Once the tag is in, lol_html is ended (it writes out what
+    /// it still buffers, a tag cut at the chunk's end, as it is) and the rest of the
+    /// document passes untouched: parsing a page's body for nothing was a quarter of the
+    /// cost of injecting.
+    fn pump(&mut self) -> Result<Bytes, BoxError> {
+        let (plain, last) = match &mut self.decoder {
+            None => (std::mem::take(&mut self.pending), self.ended),
+            Some(decoder) => {
+                let mut plain = Vec::new();
+                let last = if !self.pending.is_empty() || decoder.has_pending() {
+                    let used = decoder.decode(&self.pending, codec::STEP, &mut plain)?;
+                    self.coded_in += used;
+                    let _ = self.pending.split_to(used);
+                    false
+                } else {
+                    decoder.finish(codec::STEP, &mut plain)?
+                };
+                (Bytes::from(plain), last)
+            }
         };
+        self.plain_out += plain.len();
+        self.done = last;
         let Some(rewriter) = &mut self.rewriter else {
             return Ok(plain);
         };
         rewriter.write(&plain)?;
+        if last {
+            if let Some(rewriter) = self.rewriter.take() {
+                rewriter.end()?;
+            }
+            return Ok(self.take(true));
+        }
         let out = self.take(false);
         if self.held.is_some() {
             return Ok(out);
@@ -417,20 +577,6 @@ impl Injecting {
             rewriter.end()?;
         }
         Ok(join(out, self.take(false)))
-    }
-
-    /// Ends the document; returns the rest of the output.
-    fn finish(&mut self) -> Result<Bytes, BoxError> {
-        let rest = match self.decoder.take() {
-            Some(decoder) => Bytes::from(decoder.finish()?),
-            None => Bytes::new(),
-        };
-        let Some(mut rewriter) = self.rewriter.take() else {
-            return Ok(rest);
-        };
-        rewriter.write(&rest)?;
-        rewriter.end()?;
-        Ok(self.take(true))
     }
 
     /// Takes what the rewriter wrote: held while the place is open, else sent.
@@ -506,35 +652,41 @@ impl Body for Injecting {
     ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
         let this = self.get_mut();
         loop {
+            if let Some(out) = this.queue.pop_front() {
+                return Poll::Ready(Some(Ok(Frame::data(out))));
+            }
             if this.done {
                 return Poll::Ready(None);
             }
-            let out = match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
+            if this.has_input() {
+                match this.pump() {
+                    Ok(out) if out.is_empty() => continue,
+                    Ok(out) => return Poll::Ready(Some(Ok(Frame::data(out)))),
+                    Err(e) => {
+                        this.done = true;
+                        return Poll::Ready(Some(Err(e)));
+                    }
+                }
+            }
+            match std::task::ready!(Pin::new(&mut this.inner).poll_frame(cx)) {
                 // Trailers of a rewritten document are dropped: any digest in them is
                 // of the target's bytes.
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => this.feed(data),
-                    Err(_) => continue,
-                },
-                Some(Err(e)) => Err(e),
-                None => {
-                    this.done = true;
-                    this.finish()
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        this.pending = data;
+                    }
                 }
-            };
-            match out {
-                Ok(out) if out.is_empty() => continue,
-                Ok(out) => return Poll::Ready(Some(Ok(Frame::data(out)))),
-                Err(e) => {
+                Some(Err(e)) => {
                     this.done = true;
                     return Poll::Ready(Some(Err(e)));
                 }
+                None => this.ended = true,
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done
+        self.done && self.queue.is_empty()
     }
 }
 
@@ -665,6 +817,39 @@ mod tests {
         assert_eq!(
             rewrite(&br, 1, Some(Coding::Brotli)).await,
             expected.as_bytes()
+        );
+    }
+
+    /// A compressed document given in one chunk comes out a bounded step at a time
+    /// (each frame at most a step and the tag), never decoded whole at once.
+    #[tokio::test]
+    async fn a_compressed_document_streams_in_bounded_frames() {
+        let doc = format!(
+            "<html><head></head><body>{}</body></html>",
+            "<p>row</p>".repeat(200_000)
+        );
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(doc.as_bytes()).unwrap();
+        let body = frames(vec![Ok(Frame::data(gz.finish().unwrap().into()))]).boxed_unsync();
+        let mut body = Injecting::new(body, Some(Coding::Gzip), TAG.to_owned());
+        let (mut out, mut frames_seen) = (Vec::new(), 0);
+        while let Some(frame) = body.frame().await {
+            let data = frame.unwrap().into_data().unwrap();
+            assert!(
+                data.len() <= codec::STEP + TAG.len(),
+                "a frame of {}",
+                data.len()
+            );
+            out.extend_from_slice(&data);
+            frames_seen += 1;
+        }
+        assert!(
+            frames_seen > doc.len() / codec::STEP,
+            "{frames_seen} frames"
+        );
+        assert_eq!(
+            out,
+            doc.replace("</head>", &format!("{TAG}</head>")).as_bytes()
         );
     }
 

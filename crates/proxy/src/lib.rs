@@ -170,6 +170,8 @@ pub(crate) struct Shared {
     /// The secret the injected tag carries (`data-k`) and reports must send back: only a
     /// page the proxy served (a reader of its documents) knows it ([`browser`]).
     pub key: String,
+    /// Holds back `proxy.error` events of a limit that tripped within its window.
+    pub limits: codec::LimitGate,
 }
 
 impl Shared {
@@ -224,6 +226,7 @@ impl Proxy {
             stop: stop.clone(),
             error_gate: forward::ErrorGate::default(),
             key: browser::new_key(),
+            limits: codec::LimitGate::default(),
         });
         shared.bus.emit(
             Event::new(Kind::ProxyStarted, shared.source())
@@ -511,6 +514,65 @@ pub mod fuzzing {
         crate::browser::parse_reports(body).map(|r| r.len())
     }
 
+    /// The script locations of a `POST /__corral/errors` body that the source mapper
+    /// would look up on the origin `127.0.0.1:5173` (path, line, column): each error's
+    /// `source` (at its `line`, `column`), then its stack's frames; `Err` when the
+    /// endpoint refuses the body. The fields are read as the endpoint reads them
+    /// ([`crate::browser`] keeps its reports' fields private).
+    pub fn report_locations(body: &[u8]) -> Result<Vec<(String, u32, u32)>, String> {
+        use crate::sourcemap::{frame, on_origin};
+        crate::browser::parse_reports(body)?;
+        let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
+        let text = |v: &serde_json::Value, key: &str| {
+            v.get(key).and_then(|s| s.as_str()).unwrap_or("").to_owned()
+        };
+        let number = |v: &serde_json::Value, key: &str| {
+            v.get(key)
+                .and_then(serde_json::Value::as_u64)
+                .map_or(0, |n| n.min(u64::from(u32::MAX)) as u32)
+        };
+        let origins = ["127.0.0.1:5173".to_owned()];
+        let base = on_origin(&text(&value, "page"), &origins, "/").unwrap_or("/".into());
+        let mut found = Vec::new();
+        let errors = value.get("errors").and_then(|e| e.as_array());
+        for error in errors.into_iter().flatten().take(100) {
+            if let Some(path) = on_origin(&text(error, "source"), &origins, &base) {
+                found.push((path, number(error, "line"), number(error, "column")));
+            }
+            for line in text(error, "stack").lines() {
+                if let Some((url, line, column)) = frame(line)
+                    && let Some(path) = on_origin(url, &origins, &base)
+                {
+                    found.push((path, line, column));
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    /// A source map's JSON decoded as the mapper decodes a fetched one, positions looked
+    /// up in it, and the reference a script names: (reference, locations, the map's
+    /// estimated bytes).
+    pub fn source_map(
+        map: &[u8],
+        script: &[u8],
+        positions: &[(u32, u32)],
+    ) -> (Option<String>, Vec<Option<String>>, usize) {
+        crate::sourcemap::map_and_lookup(map, script, positions)
+    }
+
+    /// A body in `coding` (0 gzip, 1 deflate, 2 brotli) decoded with a limit, as
+    /// scripts and maps are: `Ok(None)` over the limit.
+    pub fn decode_within(
+        coding: u8,
+        coded: &[u8],
+        limit: usize,
+    ) -> std::io::Result<Option<Vec<u8>>> {
+        use crate::codec::Coding;
+        let coding = [Coding::Gzip, Coding::Deflate, Coding::Brotli][usize::from(coding % 3)];
+        crate::codec::decode_within(coding, coded, limit)
+    }
+
     /// The tag [`inject`] inserts.
     pub fn tag() -> String {
         crate::inject::script_tag(None, &"0".repeat(64))
@@ -526,6 +588,8 @@ pub mod fuzzing {
         );
         let body = Chunks(chunks.into()).boxed_unsync();
         crate::inject::rewrite(&mut parts, body, &"0".repeat(64))
+            .await
+            .0
             .collect()
             .await
             .map(|c| c.to_bytes().to_vec())

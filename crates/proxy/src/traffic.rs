@@ -243,27 +243,27 @@ impl Excerpt {
     }
 }
 
-/// Decodes at most [`EXCERPT_BYTES`] of plain text from the start of a coded body. The
-/// input goes in small slices so that a highly compressed body cannot blow up in memory;
-/// a body cut short (the usual case: only its start was kept) yields what decoded.
+/// Decodes at most [`EXCERPT_BYTES`] of plain text from the start of a coded body, with
+/// the decoder's output budget: a highly compressed body never decodes further than
+/// that. A body cut short (the usual case: only its start was kept) yields what decoded.
 fn decode_prefix(coding: Coding, coded: &[u8]) -> Vec<u8> {
     let mut decoder = Decoder::new(coding);
     let mut plain = Vec::new();
-    for slice in coded.chunks(256) {
-        match decoder.feed(slice) {
-            Ok(out) => plain.extend(out),
-            Err(_) => break,
-        }
-        if plain.len() >= EXCERPT_BYTES {
+    let mut used = 0;
+    while plain.len() < EXCERPT_BYTES {
+        let room = EXCERPT_BYTES - plain.len();
+        let step = if used < coded.len() || decoder.has_pending() {
+            decoder.decode(&coded[used..], room, &mut plain).map(|n| {
+                used += n;
+                false
+            })
+        } else {
+            decoder.finish(room, &mut plain)
+        };
+        if !matches!(step, Ok(false)) {
             break;
         }
     }
-    if plain.len() < EXCERPT_BYTES
-        && let Ok(rest) = decoder.finish()
-    {
-        plain.extend(rest);
-    }
-    plain.truncate(EXCERPT_BYTES);
     plain
 }
 

@@ -1,6 +1,8 @@
 //! The dev proxy's page side through a real proxy on loopback: the script it serves, the
 //! reports it takes, source-mapped locations, and the script tag in HTML documents.
 
+mod common;
+
 use bytes::Bytes;
 use corral_events::{Event, EventBus, Kind};
 use corral_proxy::browser::{BrowserEntry, BrowserQuery};
@@ -745,5 +747,190 @@ async fn no_tag_without_inject_on_head_or_not_modified() {
     let same = get(&format!("{}/same", proxy.url()), &[]).await;
     assert_eq!(same.status, 304);
     assert!(same.body.is_empty());
+    proxy.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Limits: decompression bombs and a map named by many scripts.
+
+/// `head` in one gzip member, then members of 1 MiB of spaces (gzip allows members back
+/// to back) until `mib` MiB: about a KiB coded per MiB.
+fn gzip_bomb(head: &[u8], mib: usize) -> Vec<u8> {
+    let mut out = gzip(head);
+    let member = gzip(&vec![b' '; 1 << 20]);
+    for _ in 0..mib {
+        out.extend_from_slice(&member);
+    }
+    out
+}
+
+/// The `proxy.error` events on `events` until none comes for a moment.
+async fn proxy_errors(events: &mut broadcast::Receiver<Event>) -> Vec<Event> {
+    let mut found = Vec::new();
+    while let Ok(Ok(event)) = tokio::time::timeout(Duration::from_millis(300), events.recv()).await
+    {
+        if event.is(Kind::ProxyError) {
+            found.push(event);
+        }
+    }
+    found
+}
+
+/// An HTML page that decodes to over a hundred times its coded size is given up on
+/// before its head goes out: the browser gets the target's bytes and headers untouched
+/// (no tag), and one `proxy.error` says so, however often it is fetched.
+#[tokio::test]
+async fn a_gzip_bombed_page_passes_untouched_with_one_event() {
+    let bomb = gzip_bomb(b"<!doctype html><html>", 16);
+    let target = target(vec![(
+        "/bomb",
+        Reply::new("text/html", bomb.clone())
+            .header("content-encoding", "gzip")
+            .header("content-length", &bomb.len().to_string()),
+    )])
+    .await;
+    let (proxy, bus) = proxy(target, true).await;
+    let mut events = bus.subscribe();
+    for _ in 0..3 {
+        let got = get(
+            &format!("{}/bomb", proxy.url()),
+            &[("accept", "text/html"), ("accept-encoding", "gzip")],
+        )
+        .await;
+        assert_eq!(got.status, 200);
+        assert_eq!(got.headers["content-encoding"], "gzip");
+        assert_eq!(
+            got.headers["content-length"].to_str().unwrap(),
+            bomb.len().to_string()
+        );
+        assert!(got.body == bomb, "the coded bytes as the target sent them");
+    }
+    let errors = proxy_errors(&mut events).await;
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].str("error").unwrap().contains("untouched"));
+    assert_eq!(errors[0].str("path"), Some("/bomb"));
+    proxy.stop().await;
+}
+
+/// A big page that compresses as HTML does still gets its tag, decoded in full.
+#[tokio::test]
+async fn a_large_compressed_page_still_gets_the_tag() {
+    let doc = format!(
+        "<html><head><title>t</title></head><body>{}</body></html>",
+        (0..200_000)
+            .map(|i| format!("<p>{i}</p>"))
+            .collect::<String>()
+    );
+    let target = target(vec![(
+        "/big",
+        Reply::new("text/html", gzip(doc.as_bytes()))
+            .header("content-encoding", "gzip")
+            .chunked(16 * 1024),
+    )])
+    .await;
+    let (proxy, _bus) = proxy(target, true).await;
+    let got = get(&format!("{}/big", proxy.url()), &[("accept", "text/html")]).await;
+    assert!(got.headers.get("content-encoding").is_none());
+    let expected = doc.replace("</head>", &format!("{}</head>", script_tag(&proxy)));
+    assert!(got.body == expected.as_bytes(), "{} bytes", got.body.len());
+    proxy.stop().await;
+}
+
+/// A script served gzip-bombed is decoded only up to the script limit, then skipped for
+/// mapping: the error keeps the browser's location, and one `proxy.error` says why.
+#[tokio::test]
+async fn a_gzip_bombed_script_is_skipped_for_mapping_with_one_event() {
+    let target = target(vec![(
+        "/bm.js",
+        Reply::new("text/javascript", gzip_bomb(b"var a;\n", 24))
+            .header("content-encoding", "gzip"),
+    )])
+    .await;
+    let (proxy, bus) = proxy(target, true).await;
+    let mut events = bus.subscribe();
+    let origin = proxy.url();
+    for v in 0..3 {
+        let got = report(
+            &proxy,
+            &serde_json::json!({"page": format!("{origin}/"), "errors": [
+                {"message": format!("m{v}"), "source": format!("{origin}/bm.js?v={v}"), "line": 1, "column": 2}
+            ]}),
+        )
+        .await;
+        assert_eq!(got.status, 204);
+    }
+    let mut errors = Vec::new();
+    let mut mapped = 0;
+    tokio::time::timeout(DEADLINE, async {
+        while mapped < 3 {
+            let event = events.recv().await.unwrap();
+            if event.is(Kind::BrowserError) {
+                assert!(
+                    event.str("location").unwrap().contains("/bm.js?v="),
+                    "{event:?}"
+                );
+                mapped += 1;
+            } else if event.is(Kind::ProxyError) {
+                errors.push(event);
+            }
+        }
+    })
+    .await
+    .expect("three browser errors");
+    errors.extend(proxy_errors(&mut events).await);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0]
+            .str("error")
+            .unwrap()
+            .contains("script over 16 MiB")
+    );
+    assert_eq!(errors[0].str("path"), Some("/bm.js?v=0"));
+    proxy.stop().await;
+}
+
+/// Scripts that differ only in their query (`bm.js?v=N`) and name one map share one
+/// decoded map: the map is fetched once, not once per query.
+#[tokio::test]
+async fn scripts_differing_in_query_share_one_decoded_map() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let map = Bytes::from(bundle_map());
+    let map_fetches = Arc::new(AtomicUsize::new(0));
+    let counted = map_fetches.clone();
+    let target = common::Target::start(move |req: Request<Incoming>| {
+        let (map, counted) = (map.clone(), counted.clone());
+        async move {
+            if req.uri().path() == "/assets/bundle.js.map" {
+                counted.fetch_add(1, Ordering::SeqCst);
+                return common::response(200, "application/json", map);
+            }
+            common::response(
+                200,
+                "text/javascript",
+                "var a;\n//# sourceMappingURL=bundle.js.map\n",
+            )
+        }
+    })
+    .await;
+    let (proxy, bus) = proxy(target.addr, true).await;
+    let mut events = bus.subscribe();
+    let origin = proxy.url();
+    let errors: Vec<_> = (0..16)
+        .map(|v| serde_json::json!({"message": format!("m{v}"), "source": format!("{origin}/assets/bundle.js?v={v}"), "line": 1, "column": 4821}))
+        .collect();
+    let got = report(
+        &proxy,
+        &serde_json::json!({"page": format!("{origin}/"), "errors": errors}),
+    )
+    .await;
+    assert_eq!(got.status, 204);
+    for _ in 0..16 {
+        let event = next_browser_error(&mut events).await;
+        assert_eq!(
+            event.str("location"),
+            Some("src/components/UserList.tsx:28:12")
+        );
+    }
+    assert_eq!(map_fetches.load(Ordering::SeqCst), 1);
     proxy.stop().await;
 }
