@@ -15,6 +15,9 @@
 //!   its other end (the dev proxy's connection to its target); when none is left the
 //!   `101` becomes a `503` and nothing is upgraded. [`splice`] copies between the two
 //!   ends and closes both after [`Limits::upgraded_idle_timeout`] without a byte.
+//!   Each listener's cap is its own; a [`Budget`] is shared by every listener made with
+//!   [`Limits::within_fd_limit`] (the MCP endpoint and every dev proxy of a daemon), so
+//!   together they stay within a quarter of the open-files limit too.
 //! * **Timeouts.** A request head must arrive within [`Limits::header_timeout`]; the same
 //!   timer runs while a keep-alive connection waits for its next request, so an idle or
 //!   slowloris connection is closed. Bodies are read by the handler with its own limit
@@ -70,6 +73,62 @@ pub struct Limits {
     /// An upgraded connection (WebSocket) that carries no byte either way for this
     /// long is closed ([`splice`]).
     pub upgraded_idle_timeout: Duration,
+    /// Connection slots shared with the other listeners of the process, taken besides
+    /// the listener's own: `max_connections` caps one listener, the budget all of them,
+    /// so the MCP endpoint and any number of dev proxies together cannot take the
+    /// descriptors the control socket and the children need.
+    pub budget: Option<Budget>,
+}
+
+/// Connection slots several listeners share ([`Limits::budget`]).
+#[derive(Clone)]
+pub struct Budget(Arc<Semaphore>);
+
+impl Budget {
+    pub fn new(slots: usize) -> Budget {
+        Budget(Arc::new(Semaphore::new(slots)))
+    }
+
+    /// The process's budget: a quarter of its open-files limit (at least 4, at most
+    /// 4096) when first asked for (after the daemon raised the soft limit).
+    pub fn process() -> Budget {
+        static PROCESS: std::sync::OnceLock<Budget> = std::sync::OnceLock::new();
+        PROCESS
+            .get_or_init(|| Budget::new((open_files_limit() / 4).clamp(4, 4096) as usize))
+            .clone()
+    }
+
+    /// Slots free now.
+    pub fn available(&self) -> usize {
+        self.0.available_permits()
+    }
+}
+
+impl std::fmt::Debug for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Budget({} free)", self.available())
+    }
+}
+
+impl PartialEq for Budget {
+    fn eq(&self, other: &Budget) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Budget {}
+
+/// This process's soft open-files limit (1024 when it cannot be read).
+fn open_files_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes only the struct passed.
+    match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } {
+        0 => lim.rlim_cur,
+        _ => 1024,
+    }
 }
 
 impl Default for Limits {
@@ -80,27 +139,23 @@ impl Default for Limits {
             max_head: 64 * 1024,
             body_timeout: Duration::from_secs(30),
             upgraded_idle_timeout: Duration::from_secs(600),
+            budget: None,
         }
     }
 }
 
 impl Limits {
     /// The defaults, with the connection cap at most a quarter of this process's
-    /// open-files limit: HTTP connections can then never take the descriptors the daemon
-    /// needs for its children, its agents and its control socket.
+    /// open-files limit, and that quarter also the [`Budget::process`] every listener
+    /// made this way shares: HTTP connections, however many listeners, can then never
+    /// take the descriptors the daemon needs for its children, its agents and its
+    /// control socket.
     pub fn within_fd_limit() -> Limits {
-        let mut lim = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes only the struct passed.
-        let soft = match unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } {
-            0 => lim.rlim_cur,
-            _ => 1024,
-        };
         let defaults = Limits::default();
         Limits {
-            max_connections: (soft / 4).clamp(4, defaults.max_connections as u64) as usize,
+            max_connections: (open_files_limit() / 4).clamp(4, defaults.max_connections as u64)
+                as usize,
+            budget: Some(Budget::process()),
             ..defaults
         }
     }
@@ -165,7 +220,9 @@ pub async fn serve<H, F, B>(
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     tokio::pin!(shutdown);
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let mut permits = vec![Arc::new(Semaphore::new(limits.max_connections))];
+    permits.extend(limits.budget.as_ref().map(|b| b.0.clone()));
+    let permits: Arc<[Arc<Semaphore>]> = permits.into();
     let mut backoff = AcceptBackoff::new("HTTP");
     loop {
         let (stream, peer) = tokio::select! {
@@ -181,15 +238,15 @@ pub async fn serve<H, F, B>(
             },
             _ = &mut shutdown => return,
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            tokio::spawn(refuse_busy(stream));
-            continue;
-        };
-        let _ = stream.set_nodelay(true);
         let slot = Arc::new(Slot {
             permits: permits.clone(),
-            held: std::sync::Mutex::new(vec![permit]),
+            held: std::sync::Mutex::new(Vec::new()),
         });
+        if !slot.take_another() {
+            tokio::spawn(refuse_busy(stream));
+            continue;
+        }
+        let _ = stream.set_nodelay(true);
         let io = Slotted {
             io: stream,
             _slot: slot.clone(),
@@ -340,22 +397,32 @@ impl<B: hyper::body::Body<Data = Bytes>> hyper::body::Body for Answer<B> {
     }
 }
 
-/// The permits one connection of [`serve`] holds: one while it is open, a second once
-/// it is upgraded. Dropped (released) with the last of the connection's IO and service.
+/// The permits one connection of [`serve`] holds, of its listener and of the shared
+/// budget: one of each while it is open, a second once it is upgraded. Dropped
+/// (released) with the last of the connection's IO and service.
 struct Slot {
-    permits: Arc<Semaphore>,
+    permits: Arc<[Arc<Semaphore>]>,
     held: std::sync::Mutex<Vec<OwnedSemaphorePermit>>,
 }
 
 impl Slot {
-    /// Takes one more permit for the connection; `false` when none is left.
+    /// Takes one more permit of each for the connection; `false` (and nothing taken)
+    /// when one of them has none left.
     fn take_another(&self) -> bool {
-        match self.permits.clone().try_acquire_owned() {
-            Ok(permit) => {
-                self.held.lock().unwrap().push(permit);
+        let taken: Option<Vec<OwnedSemaphorePermit>> = self
+            .permits
+            .iter()
+            .map(|p| p.clone().try_acquire_owned().ok())
+            .collect();
+        match taken {
+            Some(taken) => {
+                self.held
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .extend(taken);
                 true
             }
-            Err(_) => false,
+            None => false,
         }
     }
 }

@@ -161,3 +161,49 @@ async fn an_upgraded_connection_silent_both_ways_is_closed_after_the_idle_timeou
     assert_eq!(st, 101);
     proxy.stop().await;
 }
+
+/// Regression (issue "14. Hardening", item 3): each listener had a cap of its own, so the
+/// MCP endpoint and a few dev proxies together could still take every descriptor. The
+/// budget is shared: connections held on one proxy leave none for another.
+#[tokio::test]
+async fn listeners_sharing_a_budget_cannot_together_pass_it() {
+    let target = Target::start(|_req| async { response(200, "text/plain", "ok") }).await;
+    let budget = corral_httpd::Budget::new(3);
+    let shared = |spec: &mut corral_proxy::ProxySpec| {
+        spec.limits.max_connections = 100;
+        spec.limits.budget = Some(budget.clone());
+    };
+    let (a, _bus_a) = proxy_with(&target.url(), shared).await;
+    let (b, _bus_b) = proxy_with(&target.url(), shared).await;
+    let get = |addr: SocketAddr| async move {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let req = format!("GET / HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+        let _ = s.write_all(req.as_bytes()).await;
+        let head = read_head(&mut s).await;
+        (s, status(&head))
+    };
+    // Three keep-alive connections on the first proxy hold the whole budget.
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let (s, st) = get(a.addr()).await;
+        assert_eq!(st, 200);
+        held.push(s);
+    }
+    let (_s, st) = get(b.addr()).await;
+    assert_eq!(st, 503, "the second proxy past the shared budget");
+    // A closed connection gives its slot back, to any listener.
+    held.pop();
+    within("a slot to come back", async {
+        loop {
+            let (_s, st) = get(b.addr()).await;
+            if st == 200 {
+                break;
+            }
+            assert_eq!(st, 503);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    a.stop().await;
+    b.stop().await;
+}
