@@ -311,7 +311,17 @@ fn ad_hoc_processes_and_waits() {
     for (args, expect) in [
         (
             json!({"name": "../evil", "command": "true"}),
-            "'../evil' cannot name a process",
+            "process name \"../evil\" may only contain letters, digits",
+        ),
+        // Regression (issue "14. Hardening", item 7): a name carries no terminal escape
+        // into `ps`, `errors` or `events`; the agent's rule is the config's.
+        (
+            json!({"name": "x\u{1b}]0;pwned\u{7}", "command": "true"}),
+            "may only contain letters, digits, '_' and '-'",
+        ),
+        (
+            json!({"name": "dotted.name", "command": "true"}),
+            "may only contain letters, digits, '_' and '-'",
         ),
         (
             json!({"name": "x", "command": "true", "cwd": "missing"}),

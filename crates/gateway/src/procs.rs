@@ -38,8 +38,6 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 const MAX_WAIT: Duration = Duration::from_secs(300);
 /// `process_restart`'s timeout unless told (or the readiness check's, when longer).
 const DEFAULT_RESTART_WAIT: Duration = Duration::from_secs(30);
-/// Longest ad-hoc process name (it names a log file).
-const MAX_NAME: usize = 64;
 
 /// What the process tools work on.
 pub struct Ctx<'a> {
@@ -412,17 +410,9 @@ fn unknown(ctx: &Ctx<'_>, name: &str) -> String {
 
 /// An ad-hoc name must be usable as a log file name and be nobody's yet.
 fn check_new_name(ctx: &Ctx<'_>, name: &str) -> Result<(), String> {
-    let valid = !name.is_empty()
-        && name.len() <= MAX_NAME
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if !valid {
-        return Err(format!(
-            "'{name}' cannot name a process: use 1 to {MAX_NAME} letters, digits, `_`, `-` or \
-             `.` (not first)"
-        ));
+    // The config's and the CLI's one rule: the name goes into `ps`, events and files.
+    if let Some(problem) = corral_config::name_problem("process", name) {
+        return Err(format!("{problem} (`name` of a new process)"));
     }
     if ctx.servers.contains_key(name) || name == "corral" {
         return Err(format!(
