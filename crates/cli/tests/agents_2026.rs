@@ -164,7 +164,7 @@ fn req(id: u32, method: &str, params: &str) -> String {
 
 #[test]
 fn stdio_decides_the_era_per_connection_and_refuses_malformed_2026_requests() {
-    let p = Project::new(&format!("[servers.fx]\ncommand = \"{{fixture}}\"\n"));
+    let p = Project::new("[servers.fx]\ncommand = \"{fixture}\"\n");
     let mut c = Raw::start(&p);
     // Malformed claims answer with the request's id and decide nothing.
     let r = c.ask(&req(
@@ -252,9 +252,9 @@ fn stdio_decides_the_era_per_connection_and_refuses_malformed_2026_requests() {
 
 #[test]
 fn http_decides_per_post_and_checks_headers_against_the_body() {
-    let p = Project::new(&format!(
-        "[gateway]\nlisten = \"127.0.0.1:0\"\n\n[servers.fx]\ncommand = \"{{fixture}}\"\n"
-    ));
+    let p = Project::new(
+        "[gateway]\nlisten = \"127.0.0.1:0\"\n\n[servers.fx]\ncommand = \"{fixture}\"\n",
+    );
     let up = Up::start(&p);
     let v = "2026-07-28";
     let call = req(
