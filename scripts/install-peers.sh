@@ -77,3 +77,18 @@ if [ ! -f "$vite_stamp" ]; then
   npm install --silent --no-audit --no-fund --prefix "$PEERS/vite" "vite@$VITE_VERSION" >&2
   touch "$vite_stamp"
 fi
+
+# --- MCP 2026-07-28 agent side (crates/cli/tests/agents_2026.rs) -------------------------
+# The official TypeScript client 2.x (versionNegotiation: legacy | auto | {pin}), for
+# tests/peers/ts_client_2026.mjs. (The Python client is the mcp==$MCP_PY_VERSION above:
+# its Client(mode=...) already speaks 2026-07-28.)
+TS_CLIENT_VERSION="2.4.0"
+ts_client_stamp="$PEERS/.installed-ts-client-$TS_CLIENT_VERSION"
+if [ ! -f "$ts_client_stamp" ]; then
+  echo "installing @modelcontextprotocol/client@$TS_CLIENT_VERSION into .peers/tsclient" >&2
+  mkdir -p "$PEERS/tsclient"
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/tsclient" \
+    "@modelcontextprotocol/client@$TS_CLIENT_VERSION" >&2
+  touch "$ts_client_stamp"
+fi
+# --- end MCP 2026-07-28 agent side -------------------------------------------------------

@@ -24,6 +24,7 @@
 use crate::httpd::{self, Body, BodyError, Limits};
 use crate::hub::{Hub, Outbound};
 use crate::jsonrpc::{self, Envelope};
+use crate::modern::{self, Claim, ModernMeta};
 use crate::session::{PROTOCOL_VERSIONS, Session};
 use bytes::Bytes;
 use corral_events::{Event, Kind, Source};
@@ -104,15 +105,17 @@ struct SecurityHeaders<'a> {
 // The error is the response to send: built once, returned once, not worth a box.
 #[allow(clippy::result_large_err)]
 fn security_headers(req: &Request) -> Result<SecurityHeaders<'_>, Response> {
-    const NAMES: [&str; 6] = [
+    const NAMES: [&str; 8] = [
         "host",
         "origin",
         "authorization",
         "mcp-session-id",
         "mcp-protocol-version",
         "accept",
+        "mcp-method",
+        "mcp-name",
     ];
-    let mut found: [Option<&str>; 6] = [None; 6];
+    let mut found: [Option<&str>; 8] = [None; 8];
     for (name, value) in req.headers() {
         let Some(i) = NAMES.iter().position(|n| *n == name.as_str()) else {
             continue;
@@ -516,19 +519,8 @@ impl HttpGateway {
     async fn post(&self, req: Request) -> Response {
         let accepts_sse = header(&req, "accept")
             .is_some_and(|a| a.contains("text/event-stream") || a.contains("*/*"));
-        if let Some(v) = header(&req, "mcp-protocol-version")
-            && !PROTOCOL_VERSIONS.contains(&v)
-        {
-            return rpc_error(
-                400,
-                jsonrpc::INVALID_REQUEST,
-                &format!(
-                    "unsupported MCP-Protocol-Version {v:?}; supported: {}",
-                    PROTOCOL_VERSIONS.join(", ")
-                ),
-            );
-        }
-        let session_header = header(&req, "mcp-session-id").is_some();
+        // The body decides the era (a 2026-07-28 claim in `_meta`), so the version header
+        // is judged once the body is read.
         let (head, body) = req.into_parts();
         let req = hyper::Request::from_parts(head, ());
         let deadline = self.opts.limits.body_timeout;
@@ -555,9 +547,56 @@ impl HttpGateway {
                 "body is not one JSON-RPC message (batches are not supported)",
             );
         };
-        let is_initialize = env.method.as_deref() == Some("initialize");
         let request = env.to_request();
         drop(env);
+        let version = header(&req, "mcp-protocol-version");
+        let mut stateless = None;
+        if let Some(request) = &request {
+            let bad = |code, msg: &str| {
+                full(
+                    400,
+                    "application/json",
+                    jsonrpc::error(Some(&request.id), code, msg),
+                )
+            };
+            match modern::claim(&request.id, request.params.as_deref()) {
+                Claim::Invalid(error) => return full(400, "application/json", error),
+                Claim::Modern(meta) => stateless = Some(meta),
+                Claim::None
+                    if version.is_some_and(|v| modern::MODERN_VERSIONS.contains(&v))
+                        || &*request.method == "server/discover" =>
+                {
+                    return bad(
+                        jsonrpc::INVALID_PARAMS,
+                        &format!(
+                            "a 2026-07-28 request carries params._meta with \"{}\" and \"{}\"; \
+                             for a 2025 session, initialize without them",
+                            modern::PROTOCOL_VERSION_KEY,
+                            modern::CLIENT_CAPABILITIES_KEY
+                        ),
+                    );
+                }
+                Claim::None => {}
+            }
+        }
+        if let Some(meta) = stateless {
+            let request = request.expect("a claim is read from a request");
+            return self.post_modern(&req, accepts_sse, request, meta).await;
+        }
+        if let Some(v) = version
+            && !PROTOCOL_VERSIONS.contains(&v)
+        {
+            return rpc_error(
+                400,
+                jsonrpc::INVALID_REQUEST,
+                &format!(
+                    "unsupported MCP-Protocol-Version {v:?}; supported: {}",
+                    PROTOCOL_VERSIONS.join(", ")
+                ),
+            );
+        }
+        let session_header = header(&req, "mcp-session-id").is_some();
+        let is_initialize = request.as_ref().is_some_and(|r| &*r.method == "initialize");
 
         // A new session's id goes back in the reply's `Mcp-Session-Id`.
         let (hs, new_id) = if is_initialize {
@@ -584,7 +623,87 @@ impl HttpGateway {
             hs.session.receive(&body, Box::new(|_| {}));
             return full(202, "application/json", Bytes::new());
         };
+        self.answer(hs, request, None, accepts_sse, new_id).await
+    }
 
+    /// A stateless 2026-07-28 request: its headers checked against its body, then served
+    /// in a session of its own that ends with it. `Mcp-Session-Id` is ignored and none
+    /// is minted.
+    async fn post_modern(
+        &self,
+        req: &hyper::Request<()>,
+        accepts_sse: bool,
+        request: jsonrpc::Request,
+        meta: ModernMeta,
+    ) -> Response {
+        let id = &*request.id;
+        let method = &*request.method;
+        match modern::method(method) {
+            modern::Method::Served => {}
+            kind => {
+                return full(
+                    404,
+                    "application/json",
+                    modern::method_error(id, method, kind),
+                );
+            }
+        }
+        let name = modern::name_of(method, request.params.as_deref());
+        if let Err(why) = modern::check_headers(
+            header(req, "mcp-protocol-version"),
+            header(req, "mcp-method"),
+            header(req, "mcp-name"),
+            &meta,
+            method,
+            name.as_deref(),
+        ) {
+            let msg = format!("Header mismatch: {why}");
+            return full(
+                400,
+                "application/json",
+                jsonrpc::error(Some(id), modern::HEADER_MISMATCH, &msg),
+            );
+        }
+        let out = Arc::new(HttpOutbound {
+            streams: Mutex::new(Streams::default()),
+            hub: Arc::downgrade(&self.hub),
+        });
+        let session = self.hub.open_session(out.clone(), "http");
+        out.streams.lock().unwrap().session = session.id();
+        let hs = Arc::new(HttpSession {
+            session,
+            out,
+            last_used: Mutex::new(Instant::now()),
+        });
+        self.answer(hs, request, Some(meta), accepts_sse, None)
+            .await
+    }
+
+    /// Runs `request` in `hs` and makes the response: JSON, or SSE once something related
+    /// to the request comes first. `modern`: a stateless request, whose one-off session
+    /// is closed when it is answered.
+    async fn answer(
+        &self,
+        hs: Arc<HttpSession>,
+        request: jsonrpc::Request,
+        modern: Option<ModernMeta>,
+        accepts_sse: bool,
+        new_id: Option<&str>,
+    ) -> Response {
+        // Closes a stateless request's session however the request ends.
+        struct OneOff(Option<(Arc<Hub>, u64)>);
+        impl Drop for OneOff {
+            fn drop(&mut self) {
+                if let Some((hub, id)) = self.0.take() {
+                    hub.close_session(id, "answered");
+                }
+            }
+        }
+        let one_off = OneOff(
+            modern
+                .is_some()
+                .then(|| (self.hub.clone(), hs.session.id())),
+        );
         let key = request.id.get().to_owned();
         let (related_tx, mut related_rx) = mpsc::unbounded_channel::<Vec<u8>>();
         if accepts_sse {
@@ -598,7 +717,12 @@ impl HttpGateway {
         // The request runs right here, in this connection's task: no extra task, no
         // hand-off to another worker for the common case of a plain JSON reply.
         let session = hs.session.clone();
-        let mut reply_rx = Box::pin(async move { session.call(request).await });
+        let mut reply_rx = Box::pin(async move {
+            match modern {
+                Some(meta) => session.call_modern(request, meta).await,
+                None => session.call(request).await,
+            }
+        });
 
         // Whichever comes first decides the response type.
         let first_related = tokio::select! {
@@ -628,6 +752,7 @@ impl HttpGateway {
         }
         let out = hs.out.clone();
         tokio::spawn(async move {
+            let _one_off = one_off;
             loop {
                 tokio::select! {
                     biased;

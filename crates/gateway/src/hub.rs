@@ -562,6 +562,26 @@ impl Hub {
             );
             return;
         };
+        if session.is_modern() {
+            // A stateless 2026-07-28 request has no channel for a server's request: it
+            // would have to become an `input_required` result of the call, which Corral
+            // does not translate yet. Answer at once rather than let the server wait.
+            let what = if capability.is_empty() {
+                request.method.clone()
+            } else {
+                format!("the '{capability}' capability ({})", request.method)
+            };
+            request.responder.error(
+                jsonrpc::METHOD_NOT_FOUND,
+                &format!(
+                    "corral: the client's call came as a stateless MCP 2026-07-28 request, \
+                     which cannot be asked for {what}: Corral does not translate it to \
+                     input_required yet; a client in a 2025 session (initialize) that \
+                     declares '{capability}' can answer it"
+                ),
+            );
+            return;
+        }
         if !capability.is_empty() && !session.supports(capability) {
             request.responder.error(
                 jsonrpc::METHOD_NOT_FOUND,

@@ -10,6 +10,7 @@
 use crate::catalog::Route;
 use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
 use crate::jsonrpc::{self, Envelope, Request};
+use crate::modern::{self, Claim, ModernMeta};
 use crate::naming;
 use corral_events::{Event, Kind, Source};
 use corral_supervisor::rpc::push_single_line;
@@ -40,7 +41,15 @@ pub struct SessionShared {
     caps: Mutex<Value>,
     protocol: Mutex<Option<String>>,
     subscriptions: Mutex<HashSet<String>>,
+    /// [`ERA_UNKNOWN`] until the first request decides: [`ERA_LEGACY`] (an `initialize`
+    /// session) or [`ERA_MODERN`] (stateless 2026-07-28 requests).
+    era: AtomicU8,
 }
+
+/// A session's era (ARCHITECTURE.md, "MCP revisions on the agent hop").
+pub(crate) const ERA_UNKNOWN: u8 = 0;
+pub(crate) const ERA_LEGACY: u8 = 1;
+pub(crate) const ERA_MODERN: u8 = 2;
 
 impl SessionShared {
     pub fn id(&self) -> u64 {
@@ -53,6 +62,24 @@ impl SessionShared {
 
     pub fn is_initialized(&self) -> bool {
         self.initialized.load(Ordering::Acquire)
+    }
+
+    /// Whether this session serves stateless 2026-07-28 requests: it has no client
+    /// capabilities of its own (each request brings its own) and nothing is sent to it
+    /// outside a request.
+    pub fn is_modern(&self) -> bool {
+        self.era.load(Ordering::Acquire) == ERA_MODERN
+    }
+
+    /// Pins a session whose era is not decided yet; the era it has afterwards.
+    pub(crate) fn pin(&self, era: u8) -> u8 {
+        match self
+            .era
+            .compare_exchange(ERA_UNKNOWN, era, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => era,
+            Err(current) => current,
+        }
     }
 
     /// Whether the agent declared client capability `cap` (`sampling`, …).
@@ -133,6 +160,7 @@ impl Session {
                 caps: Mutex::new(Value::Null),
                 protocol: Mutex::new(None),
                 subscriptions: Mutex::new(HashSet::new()),
+                era: AtomicU8::new(ERA_UNKNOWN),
             }),
             inflight: Mutex::new(crate::FastMap::default()),
         })
@@ -182,12 +210,82 @@ impl Session {
             }
             (_, Some(_), Some(_)) => env.to_request().expect("a request"),
         };
+        let modern = match self.admit(&request) {
+            Ok(modern) => modern,
+            Err(refused) => return reply(Some(refused)),
+        };
         let cancel = match self.register(&request) {
             Ok(cancel) => cancel,
             Err(duplicate) => return reply(Some(duplicate)),
         };
         let this = self.clone();
-        tokio::spawn(async move { reply(this.run_cancellable(request, cancel).await) });
+        tokio::spawn(async move { reply(this.run_cancellable(request, cancel, modern).await) });
+    }
+
+    /// Decides how `request` is served, from its own `_meta` and the session's era:
+    /// `Some` = a stateless 2026-07-28 request, `None` = legacy; `Err` = the error
+    /// response (the request is not run; the session goes on).
+    ///
+    /// `server/discover` does not decide the era; the first other complete modern
+    /// request pins the session modern, `initialize` (or any request without a claim)
+    /// pins it legacy. Pinned modern, a request without the claim is refused (a bare
+    /// `initialize` too); pinned legacy, a modern claim is refused: a connection is one
+    /// revision from its first request on, as the SDKs' stdio transports assume.
+    fn admit(&self, request: &Request) -> Result<Option<ModernMeta>, Vec<u8>> {
+        let id = &*request.id;
+        let method = &*request.method;
+        let era = self.shared.era.load(Ordering::Acquire);
+        match modern::claim(id, request.params.as_deref()) {
+            Claim::Invalid(error) => Err(error),
+            Claim::Modern(meta) => {
+                if era == ERA_LEGACY {
+                    return Err(jsonrpc::error(
+                        Some(id),
+                        jsonrpc::INVALID_REQUEST,
+                        "this connection began a 2025 session (initialize), so a 2026-07-28 \
+                         request (with _meta protocolVersion) is not served on it: send it \
+                         without the _meta claim, or open a new connection for stateless \
+                         requests",
+                    ));
+                }
+                match modern::method(method) {
+                    modern::Method::Served => {}
+                    kind => return Err(modern::method_error(id, method, kind)),
+                }
+                if method != "server/discover" && era == ERA_UNKNOWN {
+                    if self.shared.pin(ERA_MODERN) != ERA_MODERN {
+                        return Err(jsonrpc::error(
+                            Some(id),
+                            jsonrpc::INVALID_REQUEST,
+                            "this connection began a 2025 session (initialize)",
+                        ));
+                    }
+                    *self.shared.protocol.lock().unwrap() = Some(meta.version.clone());
+                    let client = meta.client.clone().unwrap_or_else(|| "unknown".into());
+                    self.hello(client, &meta.version);
+                }
+                Ok(Some(meta))
+            }
+            Claim::None if era == ERA_MODERN => Err(if method == "initialize" {
+                jsonrpc::error(
+                    Some(id),
+                    jsonrpc::INVALID_REQUEST,
+                    "this connection speaks MCP 2026-07-28 (its first request said so), so \
+                     initialize is refused: open a new connection for a 2025 session",
+                )
+            } else {
+                missing_claim(id, method)
+            }),
+            Claim::None if method == "server/discover" && era == ERA_UNKNOWN => {
+                Err(missing_claim(id, method))
+            }
+            Claim::None => {
+                if era == ERA_UNKNOWN {
+                    self.shared.pin(ERA_LEGACY);
+                }
+                Ok(None)
+            }
+        }
     }
 
     /// Makes `request` cancellable by `notifications/cancelled`; `Err` is the error
@@ -213,10 +311,16 @@ impl Session {
         &self,
         request: Request,
         cancel: oneshot::Receiver<()>,
+        modern: Option<ModernMeta>,
     ) -> Option<Vec<u8>> {
         let Request { id, method, params } = request;
         let out = tokio::select! {
-            r = self.request(&id, &method, params) => Some(r),
+            r = async {
+                match &modern {
+                    Some(meta) => self.request_modern(&id, &method, params, meta).await,
+                    None => self.request(&id, &method, params).await,
+                }
+            } => Some(r),
             _ = cancel => None,
         };
         self.inflight.lock().unwrap().remove(id.get());
@@ -235,15 +339,50 @@ impl Session {
     /// cancelled). For transports that already run each request on its own task (HTTP:
     /// one per connection).
     pub async fn call(&self, request: Request) -> Option<Vec<u8>> {
+        let modern = match self.admit(&request) {
+            Ok(modern) => modern,
+            Err(refused) => return Some(refused),
+        };
         match self.register(&request) {
-            Ok(cancel) => self.run_cancellable(request, cancel).await,
+            Ok(cancel) => self.run_cancellable(request, cancel, modern).await,
             Err(duplicate) => Some(duplicate),
         }
     }
 
+    /// Handles one stateless 2026-07-28 request whose claim the transport has already
+    /// read and checked (HTTP: one session per POST).
+    pub(crate) async fn call_modern(&self, request: Request, meta: ModernMeta) -> Option<Vec<u8>> {
+        self.shared.pin(ERA_MODERN);
+        match self.register(&request) {
+            Ok(cancel) => self.run_cancellable(request, cancel, Some(meta)).await,
+            Err(duplicate) => Some(duplicate),
+        }
+    }
+
+    /// A stateless request: served like a 2025 one, answered in the 2026-07-28 shape.
+    /// Its `meta` (capabilities, client info) is this request's alone; nothing that
+    /// needs the agent's capabilities (a server's sampling or elicitation request) is
+    /// sent to a modern session (see `Hub::server_request`).
+    async fn request_modern(
+        &self,
+        id: &RawValue,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        _meta: &ModernMeta,
+    ) -> Vec<u8> {
+        if method == "server/discover" {
+            return jsonrpc::result(id, &modern::discover_result(&self.instructions()));
+        }
+        let response = self.request(id, method, params).await;
+        modern::stamp(response, id, modern::cacheable(method))
+    }
+
     fn notification(&self, method: &str, params: Option<&RawValue>) {
         match method {
-            "notifications/initialized" => self.shared.initialized.store(true, Ordering::Release),
+            // (A stateless connection gets nothing outside its requests.)
+            "notifications/initialized" if !self.shared.is_modern() => {
+                self.shared.initialized.store(true, Ordering::Release)
+            }
             "notifications/cancelled" => {
                 #[derive(Deserialize)]
                 struct P<'a> {
@@ -311,18 +450,16 @@ impl Session {
             PROTOCOL_VERSIONS[0]
         };
         *self.shared.caps.lock().unwrap() = p.get("capabilities").cloned().unwrap_or(Value::Null);
-        self.hello(&p, version);
+        let info = &p["clientInfo"];
+        let client = format!(
+            "{} {}",
+            info["name"].as_str().unwrap_or("unknown"),
+            info["version"].as_str().unwrap_or("")
+        )
+        .trim_end()
+        .to_owned();
+        self.hello(client, version);
         *self.shared.protocol.lock().unwrap() = Some(version.to_owned());
-        let instructions: Vec<String> = self
-            .hub
-            .servers()
-            .values()
-            .filter_map(|h| {
-                let init = h.initialize_result()?;
-                let text = init.get("instructions")?.as_str()?;
-                Some(format!("[{}] {text}", h.name()))
-            })
-            .collect();
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": {
@@ -334,6 +471,22 @@ impl Session {
             },
             "serverInfo": {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")},
         });
+        result["instructions"] = Value::String(self.instructions());
+        jsonrpc::result(id, &result.to_string())
+    }
+
+    /// What `initialize` and `server/discover` say about Corral and its servers.
+    fn instructions(&self) -> String {
+        let instructions: Vec<String> = self
+            .hub
+            .servers()
+            .values()
+            .filter_map(|h| {
+                let init = h.initialize_result()?;
+                let text = init.get("instructions")?.as_str()?;
+                Some(format!("[{}] {text}", h.name()))
+            })
+            .collect();
         let mut text = format!(
             "Corral aggregates several MCP servers. {}",
             self.hub.catalog().where_to_look()
@@ -342,20 +495,11 @@ impl Session {
             text.push('\n');
             text.push_str(i);
         }
-        result["instructions"] = Value::String(text);
-        jsonrpc::result(id, &result.to_string())
+        text
     }
 
     /// Records who the agent is and says so (`agent.connected`, once per session).
-    fn hello(&self, params: &Value, version: &str) {
-        let info = &params["clientInfo"];
-        let client = format!(
-            "{} {}",
-            info["name"].as_str().unwrap_or("unknown"),
-            info["version"].as_str().unwrap_or("")
-        )
-        .trim_end()
-        .to_owned();
+    fn hello(&self, client: String, version: &str) {
         if self
             .shared
             .client
@@ -817,6 +961,21 @@ fn reply(
         }) => jsonrpc::error_with_data(Some(id), code, &message, data.as_deref()),
         Err(e) => failed(e),
     }
+}
+
+/// The `-32602` answer to a request without the 2026-07-28 `_meta` claim where one is
+/// needed.
+fn missing_claim(id: &RawValue, method: &str) -> Vec<u8> {
+    jsonrpc::error(
+        Some(id),
+        jsonrpc::INVALID_PARAMS,
+        &format!(
+            "{method} needs params._meta with \"{}\" and \"{}\" (MCP 2026-07-28), or, \
+             for a 2025 session, initialize on a new connection",
+            modern::PROTOCOL_VERSION_KEY,
+            modern::CLIENT_CAPABILITIES_KEY
+        ),
+    )
 }
 
 /// The answer to a request whose id is already in flight in the session.

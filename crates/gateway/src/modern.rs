@@ -1,0 +1,564 @@
+//! MCP 2026-07-28 ("modern", stateless) on the agent hop: what a request's `_meta`
+//! claims, how it is validated, and what a modern result carries.
+//!
+//! A request whose params carry `_meta["io.modelcontextprotocol/protocolVersion"]` is a
+//! modern request: it is served without a session, with the client capabilities and
+//! client info of that request alone. Everything else is legacy (2024-11-05 …
+//! 2025-11-25, `initialize` sessions) and untouched. Which era a connection or POST is
+//! in is decided by the transports and [`crate::Session`] (ARCHITECTURE.md, "MCP
+//! revisions on the agent hop").
+//!
+//! Kept off the hot path: a request is looked at for a claim only when its params
+//! contain the key's bytes, and a result is stamped by splicing text into it, parsing
+//! (without allocating) only a result that already mentions a field being added.
+
+use crate::jsonrpc;
+use crate::session::PROTOCOL_VERSIONS;
+use memchr::memmem;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+
+/// The stateless revisions Corral serves.
+pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+
+pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
+pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+
+/// A header disagrees with the body, or is missing or malformed.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// The requested revision is not served.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// Every revision Corral serves, newest first: the stateless ones, then those with
+/// `initialize`.
+pub fn supported_versions() -> Vec<&'static str> {
+    MODERN_VERSIONS
+        .iter()
+        .chain(PROTOCOL_VERSIONS)
+        .copied()
+        .collect()
+}
+
+/// What a modern request said about its client, for this request only.
+#[derive(Debug, Clone)]
+pub struct ModernMeta {
+    pub version: String,
+    /// `clientCapabilities`, as sent (a JSON object).
+    pub capabilities: Box<RawValue>,
+    /// `clientInfo` as "name version", when sent.
+    pub client: Option<String>,
+}
+
+/// What a request's params claim about its era.
+#[derive(Debug)]
+pub enum Claim {
+    /// No `protocolVersion` in `_meta`: a legacy request.
+    None,
+    Modern(ModernMeta),
+    /// A modern claim that is malformed or names a revision Corral does not serve: the
+    /// error response (with the request's id).
+    Invalid(Vec<u8>),
+}
+
+impl Claim {
+    pub fn is_none(&self) -> bool {
+        matches!(self, Claim::None)
+    }
+}
+
+/// Reads the modern claim of a request's `params` (`id` is for the error response).
+pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
+    let Some(params) = params else {
+        return Claim::None;
+    };
+    // The hot path of a legacy request: one substring search, no parse.
+    if memmem::find(params.get().as_bytes(), PROTOCOL_VERSION_KEY.as_bytes()).is_none() {
+        return Claim::None;
+    }
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(rename = "_meta", borrow, default)]
+        meta: Option<M<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct M<'a> {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+        version: Option<&'a RawValue>,
+        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+        capabilities: Option<&'a RawValue>,
+        #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
+        client: Option<&'a RawValue>,
+    }
+    let invalid =
+        |msg: String| Claim::Invalid(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &msg));
+    let meta = match serde_json::from_str::<P<'_>>(params.get()) {
+        Ok(P { meta: Some(m) }) if m.version.is_some() => m,
+        Ok(_) => return Claim::None,
+        Err(e) => {
+            return invalid(format!(
+                "params are not a JSON object with an object _meta: {e}"
+            ));
+        }
+    };
+    let Some(version) = meta
+        .version
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+    else {
+        return invalid(format!(
+            "_meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"
+        ));
+    };
+    if !MODERN_VERSIONS.contains(&version.as_str()) {
+        let supported = supported_versions();
+        let hint = if PROTOCOL_VERSIONS.contains(&version.as_str()) {
+            " (that revision is served only after initialize; omit the _meta claim and initialize)"
+        } else {
+            ""
+        };
+        let data = serde_json::json!({"supported": supported, "requested": version});
+        return Claim::Invalid(jsonrpc::error_with_data(
+            Some(id),
+            UNSUPPORTED_PROTOCOL_VERSION,
+            &format!(
+                "Unsupported protocol version {version:?}{hint}; supported: {}",
+                supported.join(", ")
+            ),
+            Some(&data.to_string()),
+        ));
+    }
+    let Some(capabilities) = meta
+        .capabilities
+        .filter(|c| c.get().trim_start().starts_with('{'))
+    else {
+        return invalid(format!(
+            "_meta[\"{CLIENT_CAPABILITIES_KEY}\"] is required on every 2026-07-28 request (an \
+             object, `{{}}` when the client offers none)"
+        ));
+    };
+    let client = meta.client.and_then(|c| {
+        #[derive(Deserialize)]
+        struct I {
+            name: String,
+            #[serde(default)]
+            version: String,
+        }
+        let i: I = serde_json::from_str(c.get()).ok()?;
+        Some(format!("{} {}", i.name, i.version).trim_end().to_owned())
+    });
+    Claim::Modern(ModernMeta {
+        version,
+        capabilities: capabilities.to_owned(),
+        client,
+    })
+}
+
+/// How Corral treats a method named in a modern request.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Method {
+    /// Served.
+    Served,
+    /// Exists only in the legacy revisions.
+    Removed,
+    /// A 2026-07-28 method Corral does not serve yet.
+    NotYet,
+    Unknown,
+}
+
+pub fn method(name: &str) -> Method {
+    match name {
+        "server/discover"
+        | "tools/list"
+        | "tools/call"
+        | "resources/list"
+        | "resources/templates/list"
+        | "resources/read"
+        | "prompts/list"
+        | "prompts/get"
+        | "completion/complete" => Method::Served,
+        "initialize"
+        | "ping"
+        | "logging/setLevel"
+        | "resources/subscribe"
+        | "resources/unsubscribe" => Method::Removed,
+        "subscriptions/listen" => Method::NotYet,
+        _ => Method::Unknown,
+    }
+}
+
+/// The `-32601` answer to a modern request for a method Corral does not serve to it.
+pub fn method_error(id: &RawValue, name: &str, kind: Method) -> Vec<u8> {
+    let msg = match kind {
+        Method::Removed => format!(
+            "method not found: {name} does not exist in MCP 2026-07-28 (it is served only in \
+             an initialize session)"
+        ),
+        Method::NotYet => format!(
+            "method not found: Corral does not serve {name} yet; list changes reach \
+             2025 sessions (initialize) only"
+        ),
+        _ => format!("method not found: {name}"),
+    };
+    jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &msg)
+}
+
+/// Whether a complete result of `method` carries `ttlMs` and `cacheScope`.
+pub fn cacheable(method: &str) -> bool {
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
+}
+
+/// Corral's cache hint: its catalog changes whenever a server comes, goes or changes
+/// its lists, and the lists are filtered per project — so nothing may be reused
+/// (`ttlMs: 0`) and nothing shared across auth contexts (`private`).
+const CACHE_HINT: &str = r#""ttlMs":0,"cacheScope":"private""#;
+
+fn server_info() -> String {
+    format!(
+        r#""{SERVER_INFO_KEY}":{{"name":"corral","title":"Corral","version":"{}"}}"#,
+        env!("CARGO_PKG_VERSION")
+    )
+}
+
+/// Turns the response to a modern request into its 2026-07-28 shape: a result gets
+/// `resultType: "complete"`, the server info in `_meta` and, if `cacheable`, the cache
+/// hint; a `-32002` (resource not found, 2025) becomes `-32602`. Fields the result
+/// already has are kept.
+pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
+    let head_len = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
+    let ok = |tail: &[u8]| {
+        response.len() > head_len + tail.len()
+            && response.starts_with(br#"{"jsonrpc":"2.0","id":"#)
+            && &response[head_len - id.get().len()..head_len] == id.get().as_bytes()
+            && &response[head_len..head_len + tail.len()] == tail
+    };
+    if ok(br#","error":{"code":-32002,"#) {
+        let mut out = response;
+        let at = head_len + br#","error":{"code":"#.len();
+        out.splice(at..at + 6, b"-32602".iter().copied());
+        return out;
+    }
+    let prefix = br#","result":{"#;
+    if !ok(prefix) || response.last() != Some(&b'}') {
+        return response;
+    }
+    let start = head_len + prefix.len() - 1; // the result's `{`
+    let end = response.len() - 1; // the envelope's `}`
+    let result = &response[start..end];
+    let mentions = |k: &str| memmem::find(result, k.as_bytes()).is_some();
+    let (mut has_type, mut has_hint, mut meta) = (false, false, None);
+    if mentions("\"_meta\"") || mentions("\"resultType\"") || mentions("\"ttlMs\"") {
+        // Only now: a scan of the result's top level, borrowing, allocating nothing.
+        #[derive(Deserialize)]
+        struct Head<'a> {
+            #[serde(rename = "resultType", default)]
+            result_type: Option<IgnoredAny>,
+            #[serde(rename = "ttlMs", default)]
+            ttl: Option<IgnoredAny>,
+            #[serde(rename = "_meta", borrow, default)]
+            meta: Option<&'a RawValue>,
+        }
+        let Some(head) = std::str::from_utf8(result)
+            .ok()
+            .and_then(|r| serde_json::from_str::<Head<'_>>(r).ok())
+        else {
+            return response;
+        };
+        has_type = head.result_type.is_some();
+        has_hint = head.ttl.is_some();
+        meta = head.meta.map(|m| {
+            (
+                m.get().as_ptr() as usize - result.as_ptr() as usize,
+                m.get(),
+            )
+        });
+    }
+    let info = server_info();
+    let mut added = String::with_capacity(96 + info.len());
+    if !has_type {
+        added.push_str(r#""resultType":"complete","#);
+    }
+    if cacheable && !has_hint {
+        added.push_str(CACHE_HINT);
+        added.push(',');
+    }
+    let mut out = Vec::with_capacity(response.len() + added.len() + info.len() + 16);
+    out.extend_from_slice(&response[..=start]);
+    match meta {
+        None => {
+            added.push_str(r#""_meta":{"#);
+            added.push_str(&info);
+            added.push('}');
+            out.extend_from_slice(added.as_bytes());
+            if !result[1..result.len() - 1]
+                .iter()
+                .all(u8::is_ascii_whitespace)
+            {
+                out.push(b',');
+            }
+            out.extend_from_slice(&result[1..]);
+        }
+        Some((at, text)) => {
+            // `added` is empty or ends in a comma, and the result has members.
+            out.extend_from_slice(added.as_bytes());
+            let inner = at + 1; // after `_meta`'s `{`, relative to `result`
+            let has_info = memmem::find(text.as_bytes(), SERVER_INFO_KEY.as_bytes()).is_some();
+            if text.starts_with('{') && !has_info {
+                // Splice the server info into the result's own `_meta`.
+                out.extend_from_slice(&result[1..inner]);
+                out.extend_from_slice(info.as_bytes());
+                if !text[1..].trim_start().starts_with('}') {
+                    out.push(b',');
+                }
+                out.extend_from_slice(&result[inner..]);
+            } else {
+                out.extend_from_slice(&result[1..]);
+            }
+        }
+    }
+    out.extend_from_slice(&response[end..]);
+    out
+}
+
+/// The result of `server/discover`.
+pub fn discover_result(instructions: &str) -> String {
+    serde_json::json!({
+        "resultType": "complete",
+        "supportedVersions": supported_versions(),
+        // What Corral's aggregate serves to a stateless request: no list-change or
+        // resource subscriptions (subscriptions/listen is not served yet), no logging.
+        "capabilities": {"tools": {}, "resources": {}, "prompts": {}, "completions": {}},
+        "serverInfo": {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")},
+        "instructions": instructions,
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {SERVER_INFO_KEY: {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")}},
+    })
+    .to_string()
+}
+
+/// The value `Mcp-Name` must carry for `method`: `params.name` or `params.uri`.
+pub fn name_of(method: &str, params: Option<&RawValue>) -> Option<String> {
+    let key = match method {
+        "tools/call" | "prompts/get" => "name",
+        "resources/read" => "uri",
+        _ => return None,
+    };
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(borrow, default)]
+        name: Option<Cow<'a, str>>,
+        #[serde(borrow, default)]
+        uri: Option<Cow<'a, str>>,
+    }
+    let p: P<'_> = serde_json::from_str(params?.get()).ok()?;
+    match key {
+        "name" => p.name.map(Cow::into_owned),
+        _ => p.uri.map(Cow::into_owned),
+    }
+}
+
+/// A header value, decoded from `=?base64?…?=` when it is so encoded; `None` when the
+/// encoding is malformed.
+pub fn decode_header(value: &str) -> Option<Cow<'_, str>> {
+    let Some(inner) = value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    else {
+        return Some(Cow::Borrowed(value));
+    };
+    String::from_utf8(base64_decode(inner)?)
+        .ok()
+        .map(Cow::Owned)
+}
+
+fn base64_decode(s: &str) -> Option<Vec<u8>> {
+    let s = s.trim_end_matches('=');
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' | b'-' => 62,
+            b'/' | b'_' => 63,
+            _ => return None,
+        };
+        acc = (acc << 6) | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+        }
+    }
+    (bits < 6).then_some(out)
+}
+
+/// Checks the standard headers of a modern POST against its body: `Err` is the reason
+/// for a `-32020`.
+pub fn check_headers(
+    version: Option<&str>,
+    method_header: Option<&str>,
+    name_header: Option<&str>,
+    meta: &ModernMeta,
+    method: &str,
+    name: Option<&str>,
+) -> Result<(), String> {
+    let check = |header: &str, value: Option<&str>, body: &str| -> Result<(), String> {
+        let Some(value) = value else {
+            return Err(format!(
+                "missing {header} header: a 2026-07-28 request sends it, equal to the body's {body:?}"
+            ));
+        };
+        let Some(decoded) = decode_header(value) else {
+            return Err(format!(
+                "{header} header {value:?} is not valid =?base64?…?= text"
+            ));
+        };
+        if decoded != body {
+            return Err(format!(
+                "{header} header {decoded:?} does not match the body's {body:?}"
+            ));
+        }
+        Ok(())
+    };
+    check("MCP-Protocol-Version", version, &meta.version)?;
+    check("Mcp-Method", method_header, method)?;
+    if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
+        let Some(name) = name else {
+            // The body lacks the name: the handler answers -32602 for it.
+            return Ok(());
+        };
+        check("Mcp-Name", name_header, name)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.to_owned()).unwrap()
+    }
+
+    fn modern(params: &str) -> Claim {
+        claim(&raw("1"), Some(&raw(params)))
+    }
+
+    #[test]
+    fn claims() {
+        assert!(modern(r#"{"name":"x","_meta":{"progressToken":1}}"#).is_none());
+        let Claim::Modern(m) = modern(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities":{},
+                "io.modelcontextprotocol/clientInfo":{"name":"t","version":"1"}}}"#,
+        ) else {
+            panic!()
+        };
+        assert_eq!(m.client.as_deref(), Some("t 1"));
+        let Claim::Invalid(e) =
+            modern(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#)
+        else {
+            panic!()
+        };
+        let e: Value = serde_json::from_slice(&e).unwrap();
+        assert_eq!(e["error"]["code"], -32602);
+        assert_eq!(e["id"], 1);
+        let Claim::Invalid(e) = modern(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"1900-01-01",
+                "io.modelcontextprotocol/clientCapabilities":{}}}"#,
+        ) else {
+            panic!()
+        };
+        let e: Value = serde_json::from_slice(&e).unwrap();
+        assert_eq!(e["error"]["code"], -32022);
+        assert_eq!(e["error"]["data"]["requested"], "1900-01-01");
+        assert_eq!(e["error"]["data"]["supported"][0], "2026-07-28");
+    }
+
+    fn stamped(result: &str, cacheable: bool) -> Value {
+        let id = raw("\"a\"");
+        let out = stamp(jsonrpc::result(&id, result), &id, cacheable);
+        let v: Value = serde_json::from_slice(&out)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out)));
+        assert_eq!(v["id"], "a");
+        v["result"].clone()
+    }
+
+    #[test]
+    fn stamps_results() {
+        let info =
+            json!({"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")});
+        let r = stamped("{}", false);
+        assert_eq!(
+            r,
+            json!({"resultType": "complete", "_meta": {SERVER_INFO_KEY: info}})
+        );
+        let r = stamped(r#"{"tools":[{"name":"a","_meta":{"x":1}}]}"#, true);
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(r["ttlMs"], 0);
+        assert_eq!(r["cacheScope"], "private");
+        assert_eq!(r["_meta"][SERVER_INFO_KEY], info);
+        assert_eq!(r["tools"][0]["_meta"], json!({"x": 1}));
+        let r = stamped(r#"{"content":[],"_meta":{"k":"v"}}"#, false);
+        assert_eq!(r["_meta"], json!({"k": "v", SERVER_INFO_KEY: info}));
+        assert_eq!(r["resultType"], "complete");
+        let r = stamped(r#"{"_meta":{},"resultType":"complete"}"#, false);
+        assert_eq!(
+            r,
+            json!({"resultType": "complete", "_meta": {SERVER_INFO_KEY: info}})
+        );
+        let r = stamped(
+            r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#,
+            true,
+        );
+        assert_eq!(r["ttlMs"], 5);
+        assert_eq!(r["cacheScope"], "public");
+        let id = raw("3");
+        let e = jsonrpc::error(Some(&id), -32002, "resource not found");
+        let v: Value = serde_json::from_slice(&stamp(e, &id, true)).unwrap();
+        assert_eq!(v["error"]["code"], -32602);
+    }
+
+    #[test]
+    fn headers() {
+        assert_eq!(decode_header("=?base64?aGk=?=").as_deref(), Some("hi"));
+        assert_eq!(decode_header("plain").as_deref(), Some("plain"));
+        assert!(decode_header("=?base64?!!?=").is_none());
+        let meta = ModernMeta {
+            version: "2026-07-28".into(),
+            capabilities: raw("{}"),
+            client: None,
+        };
+        let ok = check_headers(
+            Some("2026-07-28"),
+            Some("tools/call"),
+            Some("=?base64?ZsO8cg==?="),
+            &meta,
+            "tools/call",
+            Some("für"),
+        );
+        assert_eq!(ok, Ok(()));
+        for (v, m, n) in [
+            (None, Some("tools/call"), Some("a")),
+            (Some("2026-07-28"), Some("tools/list"), Some("a")),
+            (Some("2026-07-28"), Some("tools/call"), None),
+            (Some("2026-07-28"), Some("tools/call"), Some("=?base64?*?=")),
+        ] {
+            assert!(check_headers(v, m, n, &meta, "tools/call", Some("a")).is_err());
+        }
+    }
+}
