@@ -77,3 +77,19 @@ if [ ! -f "$vite_stamp" ]; then
   npm install --silent --no-audit --no-fund --prefix "$PEERS/vite" "vite@$VITE_VERSION" >&2
   touch "$vite_stamp"
 fi
+
+# --- wt-server2026: upstream MCP 2026-07-28 (servers Corral supervises) -------------------
+# The TypeScript server SDK 2.x, for crates/cli/tests/peers/ts_modern_server.cjs (a server
+# that speaks only 2026-07-28: serveStdio(..., {legacy: 'reject'})), in its own prefix so
+# server-everything's own SDK stays as it is. (Python: mcp==$MCP_PY_VERSION above already
+# serves 2026-07-28 on stdio, era chosen by the client's opening request.)
+TS_SERVER_VERSION="2.4.0"
+ts_server_stamp="$PEERS/.installed-ts-server-$TS_SERVER_VERSION"
+if [ ! -f "$ts_server_stamp" ]; then
+  echo "installing @modelcontextprotocol/server@$TS_SERVER_VERSION into .peers/ts-server" >&2
+  mkdir -p "$PEERS/ts-server"
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/ts-server" \
+    "@modelcontextprotocol/server@$TS_SERVER_VERSION" >&2
+  touch "$ts_server_stamp"
+fi
+# --- end wt-server2026 ---------------------------------------------------------------------
