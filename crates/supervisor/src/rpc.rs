@@ -170,6 +170,8 @@ pub struct Connection {
     /// The `_meta` object (JSON text) stamped on every request once the server was found
     /// to speak a stateless revision (2026-07-28): see [`Connection::stamp_requests`].
     meta: std::sync::OnceLock<Box<str>>,
+    /// Flushes to the child's stdin that succeeded (whatever was queued is in the pipe).
+    flushed: Arc<AtomicU64>,
 }
 
 /// How long a request that found the connection broken waits for the reason.
@@ -190,7 +192,9 @@ impl Connection {
         impl Future<Output = ()> + Send + 'static,
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
+        let flushed = Arc::new(AtomicU64::new(0));
         let conn = Arc::new_cyclic(|me| Connection {
+            flushed: flushed.clone(),
             me: me.clone(),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(Pending::default()),
@@ -201,7 +205,7 @@ impl Connection {
             closed_notify: Notify::new(),
             meta: std::sync::OnceLock::new(),
         });
-        let writer = write_loop(stdin, rx);
+        let writer = write_loop(stdin, rx, flushed);
         let reader = read_loop(stdout, conn.clone(), sink);
         (conn, writer, reader)
     }
@@ -311,6 +315,12 @@ impl Connection {
     /// request. Set once, after the handshake chose the revision.
     pub fn stamp_requests(&self, meta: String) {
         let _ = self.meta.set(meta.into_boxed_str());
+    }
+
+    /// Whether the first message sent was written into the child's stdin (not just
+    /// queued): the pipe held it while the child could still read it.
+    pub fn first_written(&self) -> bool {
+        self.flushed.load(Ordering::Acquire) > 0
     }
 
     /// Whether requests are stamped with a modern `_meta` (the server speaks 2026-07-28).
@@ -531,7 +541,11 @@ pub fn push_single_line(out: &mut String, json: &str) {
     }
 }
 
-async fn write_loop(stdin: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+async fn write_loop(
+    stdin: impl AsyncWrite + Unpin,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    flushed: Arc<AtomicU64>,
+) {
     let mut w = BufWriter::with_capacity(64 * 1024, stdin);
     while let Some(msg) = rx.recv().await {
         let mut next = Some(msg);
@@ -554,6 +568,7 @@ async fn write_loop(stdin: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedRecei
         if w.flush().await.is_err() {
             return;
         }
+        flushed.fetch_add(1, Ordering::Release);
     }
 }
 

@@ -186,7 +186,23 @@ struct Shared {
     /// the probe (and died of it) or died before reading anything (a start failure like
     /// any other). Dropped as soon as the probe is answered, so closing stdin still
     /// means EOF to the server.
-    probe_pipe: Mutex<Option<std::os::fd::OwnedFd>>,
+    probe_pipe: Mutex<Option<ProbeWatch>>,
+}
+
+/// What tells whether an instance that exited during the probe had read it.
+struct ProbeWatch {
+    /// A duplicate of our end of its stdin pipe.
+    pipe: std::os::fd::OwnedFd,
+    conn: std::sync::Weak<Connection>,
+}
+
+impl ProbeWatch {
+    /// The probe went into the pipe (the write succeeded, so the child was alive to read
+    /// it) and nothing is left there: the child read it.
+    fn probe_was_read(&self) -> bool {
+        let written = self.conn.upgrade().is_some_and(|c| c.first_written());
+        written && unread_bytes(&self.pipe) == Some(0)
+    }
 }
 
 /// Bytes written to a pipe and not read yet.
@@ -293,7 +309,7 @@ impl Role for Shared {
         });
         let stdin = inst.take_stdin().expect("stdin piped");
         self.in_probe.store(false, Ordering::Release);
-        *self.probe_pipe.lock().unwrap() = {
+        let pipe = {
             use std::os::fd::AsFd;
             stdin.as_fd().try_clone_to_owned().ok()
         };
@@ -303,6 +319,10 @@ impl Role for Shared {
             self.cfg.max_concurrency.map(|n| n.get() as usize),
             sink,
         );
+        *self.probe_pipe.lock().unwrap() = pipe.map(|pipe| ProbeWatch {
+            pipe,
+            conn: Arc::downgrade(&conn),
+        });
         inst.task(writer);
         inst.drain(reader);
         let (wedged_tx, wedged) = mpsc::unbounded_channel();
@@ -340,7 +360,7 @@ impl Role for Shared {
         let in_probe = self.in_probe.swap(false, Ordering::AcqRel);
         // Read the probe, then exited: the server's answer to it. (A server that exited
         // before reading anything left the probe in the pipe: an ordinary start failure.)
-        let read_it = pipe.as_ref().and_then(unread_bytes) == Some(0);
+        let read_it = pipe.as_ref().is_some_and(ProbeWatch::probe_was_read);
         if in_probe && read_it {
             self.skip_probe.store(true, Ordering::Release);
             return true;
