@@ -881,6 +881,8 @@ impl Run for ServerRun {
     }
 
     fn close_stdin(&self) -> bool {
+        // Our duplicate of the pipe (held while a probe is out) would keep the EOF away.
+        self.shared.probe_pipe.lock().unwrap().take();
         self.conn.close_stdin();
         true
     }
