@@ -254,6 +254,35 @@ impl Connection {
         timeout: Duration,
         write_params: impl FnOnce(&mut String),
     ) -> Result<Box<RawValue>, RpcError> {
+        self.request_inner(method, len, timeout, false, write_params)
+            .await
+    }
+
+    /// A probe (`server/discover` before the era is known): a [`request`](Self::request)
+    /// whose timeout is an answer, not a fault: the server gets no
+    /// `notifications/cancelled` (a legacy server expects nothing before `initialize`)
+    /// and no liveness check follows. A late answer is dropped.
+    pub async fn probe(
+        &self,
+        method: &str,
+        params: &str,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, RpcError> {
+        self.request_inner(method, params.len(), timeout, true, |line| {
+            line.push_str(r#","params":"#);
+            push_single_line(line, params);
+        })
+        .await
+    }
+
+    async fn request_inner(
+        &self,
+        method: &str,
+        len: usize,
+        timeout: Duration,
+        quiet: bool,
+        write_params: impl FnOnce(&mut String),
+    ) -> Result<Box<RawValue>, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let timeout_err = || RpcError::Timeout {
             method: method.to_owned(),
@@ -300,6 +329,10 @@ impl Connection {
         match result {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(self.closed_error_settled().await),
+            Err(_) if quiet => {
+                self.pending.lock().unwrap().waiters.remove(&id);
+                Err(timeout_err())
+            }
             Err(_) => {
                 self.abandon(id, "timeout");
                 self.timed_out.notify_one();

@@ -1022,7 +1022,7 @@ async fn probe(conn: &Connection, within: Duration) -> Result<Verdict, Handshake
         why,
     };
     let params = json!({ "_meta": modern_meta() }).to_string();
-    match conn.request("server/discover", Some(&params), within).await {
+    match conn.probe("server/discover", &params, within).await {
         Ok(result) => {
             let v: Value = serde_json::from_str(result.get()).unwrap_or(Value::Null);
             let versions: Option<Vec<String>> = v
