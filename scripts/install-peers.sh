@@ -92,3 +92,19 @@ if [ ! -f "$ts_client_stamp" ]; then
   touch "$ts_client_stamp"
 fi
 # --- end MCP 2026-07-28 agent side -------------------------------------------------------
+
+# --- MCP 2026-07-28 server side (servers Corral supervises) --------------------------------
+# The TypeScript server SDK 2.x, for crates/cli/tests/peers/ts_modern_server.cjs (a server
+# that speaks only 2026-07-28: serveStdio(..., {legacy: 'reject'})), in its own prefix so
+# server-everything's own SDK stays as it is. (Python: mcp==$MCP_PY_VERSION above already
+# serves 2026-07-28 on stdio, era chosen by the client's opening request.)
+TS_SERVER_VERSION="2.4.0"
+ts_server_stamp="$PEERS/.installed-ts-server-$TS_SERVER_VERSION"
+if [ ! -f "$ts_server_stamp" ]; then
+  echo "installing @modelcontextprotocol/server@$TS_SERVER_VERSION into .peers/ts-server" >&2
+  mkdir -p "$PEERS/ts-server"
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/ts-server" \
+    "@modelcontextprotocol/server@$TS_SERVER_VERSION" >&2
+  touch "$ts_server_stamp"
+fi
+# --- end MCP 2026-07-28 server side --------------------------------------------------------

@@ -104,3 +104,102 @@ fn python_import_failure_shows_the_traceback_in_the_error_and_the_event() {
     );
     assert_eq!(ev["exit_code"], 1);
 }
+
+/// Servers that speak MCP 2026-07-28: the TypeScript SDK 2.x refusing legacy clients, and
+/// the Python SDK (its stdio server takes the era of the client's first request).
+fn modern_config() -> String {
+    let peers = peers();
+    let ts = peers.join("ts-server");
+    assert!(
+        ts.join("node_modules/@modelcontextprotocol/server")
+            .exists(),
+        "the TypeScript server SDK is not installed: run ./scripts/install-peers.sh"
+    );
+    format!(
+        r#"
+[servers.tsmodern]
+command = "node"
+args = ["{{repo}}/crates/cli/tests/peers/ts_modern_server.cjs", "{ts}"]
+
+[servers.py]
+command = "{peers}/venv/bin/python"
+args = ["{{repo}}/tests/peers/py_server.py"]
+"#,
+        ts = ts.display(),
+        peers = peers.display()
+    )
+}
+
+fn ps_row(p: &Project, name: &str) -> serde_json::Value {
+    let r = p.run(&["ps", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no server {name} in {v}"))
+}
+
+#[test]
+fn a_typescript_server_that_rejects_legacy_clients_serves_a_2025_agent_through_corral() {
+    let p = Project::new(&modern_config());
+    let _down = Down(&p);
+    let r = p.run(&["call", "tsmodern", "shout", r#"{"text": "hi"}"#]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert_eq!(r.stdout().trim(), "HI");
+    let r = p.run(&["tools", "tsmodern", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    assert!(names(&v).contains(&"tsmodern__shout"), "{v}");
+
+    // A 2025-06-18 agent, through the daemon.
+    let mut agent = mcp::McpClient::bridge(&p);
+    let result = agent.call("tsmodern__shout", serde_json::json!({"text": "abc"}));
+    assert_eq!(mcp::text(&result), "ABC", "{result}");
+    // Corral declares no client capabilities upstream (it cannot relay input_required
+    // yet), so a tool that needs elicitation fails with the server's reason, no hang.
+    let r = agent.request(
+        "tools/call",
+        serde_json::json!({"name": "tsmodern__confirm", "arguments": {}}),
+    );
+    assert!(r.to_string().contains("elicitation"), "{r}");
+
+    // The negotiated revision: ps --json and the servers tool.
+    let row = ps_row(&p, "tsmodern");
+    assert_eq!(row["protocol_version"], "2026-07-28", "{row}");
+    assert_eq!(row["era"], "modern", "{row}");
+    let servers = agent.call("corral__servers", serde_json::json!({}));
+    assert!(
+        mcp::text(&servers).contains("tsmodern: ready")
+            && mcp::text(&servers).contains("MCP 2026-07-28"),
+        "{servers}"
+    );
+    let rows = &servers["structuredContent"]["servers"];
+    let ts = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "tsmodern")
+        .unwrap();
+    assert_eq!(ts["era"], "modern", "{ts}");
+    agent.close();
+}
+
+#[test]
+fn the_python_sdk_server_is_spoken_to_in_2026() {
+    let p = Project::new(&modern_config());
+    let _down = Down(&p);
+    let r = p.run(&["call", "py", "greet", r#"{"name": "Ada"}"#]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert_eq!(r.stdout().trim(), "Hello, Ada!");
+    let mut agent = mcp::McpClient::bridge(&p);
+    let result = agent.call("py__multiply", serde_json::json!({"a": 6, "b": 7}));
+    assert_eq!(mcp::text(&result), "42", "{result}");
+    let row = ps_row(&p, "py");
+    assert_eq!(row["protocol_version"], "2026-07-28", "{row}");
+    assert_eq!(row["era"], "modern", "{row}");
+    agent.close();
+}

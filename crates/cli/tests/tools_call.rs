@@ -204,3 +204,36 @@ fn call_help_explains_both_forms() {
         assert!(help.contains(needle), "{needle} missing:\n{help}");
     }
 }
+
+/// The fixture in each era mode: one that speaks only 2026-07-28 (every request must carry
+/// the modern `_meta`, or it answers -32602), one silent on `server/discover` and one that
+/// exits on it (both legacy): all list and call their tools.
+#[test]
+fn servers_of_either_era_list_and_call_tools() {
+    let p = Project::new(
+        r#"
+[servers.modern]
+command = "{fixture}"
+args = ["--legacy", "reject"]
+
+[servers.mute]
+command = "{fixture}"
+args = ["--hang-discover"]
+startup_timeout = "3s"
+
+[servers.fragile]
+command = "{fixture}"
+args = ["--exit-on-discover"]
+"#,
+    );
+    for server in ["modern", "mute", "fragile"] {
+        let r = p.run(&["tools", server, "--json"]);
+        assert_eq!(r.code(), 0, "{server}: {r:?}");
+        let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+        let echo = format!("{server}__echo");
+        assert!(names(&v).contains(&echo.as_str()), "{server}: {v}");
+        let r = p.run(&["call", server, "add", r#"{"a": 20, "b": 22}"#]);
+        assert_eq!(r.code(), 0, "{server}: {r:?}");
+        assert_eq!(r.stdout().trim(), "42", "{server}: {r:?}");
+    }
+}

@@ -32,6 +32,11 @@ pub struct ServerRow {
     /// Calls waiting for its answer.
     pub in_flight: usize,
     pub last_error: Option<String>,
+    /// The MCP revision the current (or last) ready instance negotiated: `2026-07-28`
+    /// for a modern server, else what it answered to `initialize`.
+    pub protocol_version: Option<String>,
+    /// `modern` (2026-07-28, stateless) or `legacy` (`initialize`).
+    pub era: Option<String>,
 }
 
 /// How a dev process last ended: an exit code, or the signal that killed it.
@@ -157,6 +162,7 @@ mod tests {
             json!({
                 "name": "files", "state": "failed", "pid": null, "uptime_s": null,
                 "restarts": 2, "tools": 0, "in_flight": 0, "last_error": "exited with code 3",
+                "protocol_version": null, "era": null,
             })
         );
         let back: ServerRow = serde_json::from_value(serde_json::to_value(&row).unwrap()).unwrap();

@@ -209,6 +209,8 @@ fn server_row_of(h: &ServerHandle, s: &corral_supervisor::ServerStatus) -> Serve
         tools: s.tool_count,
         in_flight: h.in_flight(),
         last_error: s.last_error.clone(),
+        protocol_version: s.protocol_version.clone(),
+        era: s.era.map(|e| e.as_str().to_owned()),
     }
 }
 
@@ -220,11 +222,15 @@ fn servers_table(servers: &BTreeMap<String, ServerHandle>) -> String {
         let uptime = s.uptime().map(|d| d.as_secs());
         let row = server_row_of(h, &s);
         text.push_str(&format!(
-            "{}: {}{}{}, {} tools, {} restarts{}\n",
+            "{}: {}{}{}{}, {} tools, {} restarts{}\n",
             s.name,
             s.state.as_str(),
             s.pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
             uptime.map(|u| format!(", up {u}s")).unwrap_or_default(),
+            s.protocol_version
+                .as_deref()
+                .map(|v| format!(", MCP {v}"))
+                .unwrap_or_default(),
             s.tool_count,
             s.restarts,
             s.last_error

@@ -386,6 +386,13 @@ pub(crate) trait Role: Send + Sync + 'static {
     /// Called after the phase changed (a server forgets its connection when it leaves
     /// `Ready`).
     fn phase_changed(&self, _phase: Phase) {}
+
+    /// Asked when a run exited before it got ready: `true` to spawn the next one at
+    /// once, with no death counted (a server that exited on the `server/discover`
+    /// probe is started again and spoken to in the legacy way; see `server.rs`).
+    fn respawn_at_once(&self) -> bool {
+        false
+    }
 }
 
 /// Why nothing was spawned.
@@ -583,49 +590,62 @@ impl<R: Role> Actor<R> {
         if let Some(msg) = interrupted {
             return self.stopped(msg);
         }
-        unit.emit(role.starting_fields(unit.event(Happened::Starting)));
-        let mut inst = match role.spawn() {
-            Ok(inst) => inst,
-            Err(failure) => return self.spawn_failed(failure),
-        };
-        let pid = inst.pid();
-        let mut runs = 0;
-        self.set_phase(Phase::Starting { pid: Some(pid) }, |l| {
-            l.runs += 1;
-            l.run_started = Some(SystemTime::now());
-            runs = l.runs;
-        });
-        unit.log_run_header(pid, runs);
-        let mut run = role.attach(&mut inst);
+        let (mut inst, mut run, pid, ready) = loop {
+            unit.emit(role.starting_fields(unit.event(Happened::Starting)));
+            let mut inst = match role.spawn() {
+                Ok(inst) => inst,
+                Err(failure) => return self.spawn_failed(failure),
+            };
+            let pid = inst.pid();
+            let mut runs = 0;
+            self.set_phase(Phase::Starting { pid: Some(pid) }, |l| {
+                l.runs += 1;
+                l.run_started = Some(SystemTime::now());
+                runs = l.runs;
+            });
+            unit.log_run_header(pid, runs);
+            let mut run = role.attach(&mut inst);
 
-        // Getting ready, racing the child's exit and our own control messages.
-        let outcome = self.race(&mut inst, run.start()).await;
-        let ready = match outcome {
-            Interrupted::Done(Ok(fields)) => fields,
-            Interrupted::Done(Err(StartError::Closed)) => {
-                // Our pipe to the child broke: it is exiting. Its exit status says more
-                // than "connection closed".
-                let status = inst.exited_within(crate::instance::DRAIN_SETTLE).await;
-                let reason = match status {
-                    Some(st) => format!("{} {}", exit::describe(st), R::DURING_START),
-                    None => format!("closed its stdin {}", R::DURING_START),
-                };
-                return self.start_failed(inst, &run, reason, false).await;
+            // Getting ready, racing the child's exit and our own control messages.
+            let outcome = self.race(&mut inst, run.start()).await;
+            match outcome {
+                Interrupted::Done(Ok(fields)) => break (inst, run, pid, fields),
+                Interrupted::Done(Err(StartError::Closed)) | Interrupted::Exited(_)
+                    if role.respawn_at_once() =>
+                {
+                    run.close(&format!(
+                        "{} '{}' exited on the protocol probe; starting it again",
+                        unit.family.as_str(),
+                        unit.name
+                    ));
+                    inst.kill_and_reap().await;
+                    continue;
+                }
+                Interrupted::Done(Err(StartError::Closed)) => {
+                    // Our pipe to the child broke: it is exiting. Its exit status says more
+                    // than "connection closed".
+                    let status = inst.exited_within(crate::instance::DRAIN_SETTLE).await;
+                    let reason = match status {
+                        Some(st) => format!("{} {}", exit::describe(st), R::DURING_START),
+                        None => format!("closed its stdin {}", R::DURING_START),
+                    };
+                    return self.start_failed(inst, &run, reason, false).await;
+                }
+                Interrupted::Done(Err(StartError::Failed(reason))) => {
+                    return self.start_failed(inst, &run, reason, false).await;
+                }
+                Interrupted::Done(Err(StartError::Permanent(reason))) => {
+                    return self.start_failed(inst, &run, reason, true).await;
+                }
+                Interrupted::Exited(status) => {
+                    let reason = match status {
+                        Some(st) => format!("{} {}", exit::describe(st), R::DURING_START),
+                        None => format!("exited {}", R::DURING_START),
+                    };
+                    return self.start_failed(inst, &run, reason, false).await;
+                }
+                Interrupted::Control(msg) => return self.stop(inst, &run, msg).await,
             }
-            Interrupted::Done(Err(StartError::Failed(reason))) => {
-                return self.start_failed(inst, &run, reason, false).await;
-            }
-            Interrupted::Done(Err(StartError::Permanent(reason))) => {
-                return self.start_failed(inst, &run, reason, true).await;
-            }
-            Interrupted::Exited(status) => {
-                let reason = match status {
-                    Some(st) => format!("{} {}", exit::describe(st), R::DURING_START),
-                    None => format!("exited {}", R::DURING_START),
-                };
-                return self.start_failed(inst, &run, reason, false).await;
-            }
-            Interrupted::Control(msg) => return self.stop(inst, &run, msg).await,
         };
 
         let startup_ms = inst.age().as_millis() as u64;

@@ -60,8 +60,8 @@ pub use console::{Console, escape_for_terminal};
 pub use process::{Dependency, ProcessHandle, ProcessStatus};
 pub use rpc::{Notification, RpcError};
 pub use server::{
-    CallError, FRAMING_MESSAGE, PING_TIMEOUT, PROTOCOL_VERSION, ServerHandle, ServerState,
-    ServerStatus, Tool, with_tail,
+    CallError, DISCOVER_TIMEOUT, Era, FRAMING_MESSAGE, LEGACY_VERSIONS, MODERN_PROTOCOL_VERSION,
+    PING_TIMEOUT, PROTOCOL_VERSION, ServerHandle, ServerState, ServerStatus, Tool, with_tail,
 };
 
 /// A warning printed where no event can carry it (before the unit exists).

@@ -167,6 +167,11 @@ pub struct Connection {
     /// Signalled by [`Connection::close`].
     closed_notify: Notify,
     me: std::sync::Weak<Connection>,
+    /// The `_meta` object (JSON text) stamped on every request once the server was found
+    /// to speak a stateless revision (2026-07-28): see [`Connection::stamp_requests`].
+    meta: std::sync::OnceLock<Box<str>>,
+    /// Flushes to the child's stdin that succeeded (whatever was queued is in the pipe).
+    flushed: Arc<AtomicU64>,
 }
 
 /// How long a request that found the connection broken waits for the reason.
@@ -187,7 +192,9 @@ impl Connection {
         impl Future<Output = ()> + Send + 'static,
     ) {
         let (tx, rx) = mpsc::unbounded_channel();
+        let flushed = Arc::new(AtomicU64::new(0));
         let conn = Arc::new_cyclic(|me| Connection {
+            flushed: flushed.clone(),
             me: me.clone(),
             next_id: AtomicU64::new(1),
             pending: Mutex::new(Pending::default()),
@@ -196,8 +203,9 @@ impl Connection {
             timed_out: Notify::new(),
             framing_reported: AtomicBool::new(false),
             closed_notify: Notify::new(),
+            meta: std::sync::OnceLock::new(),
         });
-        let writer = write_loop(stdin, rx);
+        let writer = write_loop(stdin, rx, flushed);
         let reader = read_loop(stdout, conn.clone(), sink);
         (conn, writer, reader)
     }
@@ -246,6 +254,35 @@ impl Connection {
         timeout: Duration,
         write_params: impl FnOnce(&mut String),
     ) -> Result<Box<RawValue>, RpcError> {
+        self.request_inner(method, len, timeout, false, write_params)
+            .await
+    }
+
+    /// A probe (`server/discover` before the era is known): a [`request`](Self::request)
+    /// whose timeout is an answer, not a fault: the server gets no
+    /// `notifications/cancelled` (a legacy server expects nothing before `initialize`)
+    /// and no liveness check follows. A late answer is dropped.
+    pub async fn probe(
+        &self,
+        method: &str,
+        params: &str,
+        timeout: Duration,
+    ) -> Result<Box<RawValue>, RpcError> {
+        self.request_inner(method, params.len(), timeout, true, |line| {
+            line.push_str(r#","params":"#);
+            push_single_line(line, params);
+        })
+        .await
+    }
+
+    async fn request_inner(
+        &self,
+        method: &str,
+        len: usize,
+        timeout: Duration,
+        quiet: bool,
+        write_params: impl FnOnce(&mut String),
+    ) -> Result<Box<RawValue>, RpcError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let timeout_err = || RpcError::Timeout {
             method: method.to_owned(),
@@ -276,7 +313,11 @@ impl Connection {
         let mut line = String::with_capacity(64 + len);
         let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},"method":"#);
         push_json_str(&mut line, method);
+        let params_at = line.len();
         write_params(&mut line);
+        if let Some(meta) = self.meta.get() {
+            stamp_meta(&mut line, params_at, meta);
+        }
         line.push_str("}\n");
         if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
             guard.done = true;
@@ -288,12 +329,36 @@ impl Connection {
         match result {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err(self.closed_error_settled().await),
+            Err(_) if quiet => {
+                self.pending.lock().unwrap().waiters.remove(&id);
+                Err(timeout_err())
+            }
             Err(_) => {
                 self.abandon(id, "timeout");
                 self.timed_out.notify_one();
                 Err(timeout_err())
             }
         }
+    }
+
+    /// From now on every request carries `meta` (a JSON object's text) as its
+    /// `params._meta`, merged into any `_meta` the caller's params already have (the
+    /// caller's keys stay, ours win on a clash). A modern (2026-07-28) server is
+    /// stateless: the protocol version and the client's capabilities travel on each
+    /// request. Set once, after the handshake chose the revision.
+    pub fn stamp_requests(&self, meta: String) {
+        let _ = self.meta.set(meta.into_boxed_str());
+    }
+
+    /// Whether the first message sent was written into the child's stdin (not just
+    /// queued): the pipe held it while the child could still read it.
+    pub fn first_written(&self) -> bool {
+        self.flushed.load(Ordering::Acquire) > 0
+    }
+
+    /// Whether requests are stamped with a modern `_meta` (the server speaks 2026-07-28).
+    pub fn is_stamped(&self) -> bool {
+        self.meta.get().is_some()
     }
 
     /// Sends a notification (no response expected).
@@ -434,6 +499,55 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Puts `"_meta":META` into the params that `line[at..]` holds (`,"params":{…}` or
+/// nothing). The usual case — params without a `_meta` of their own — is a splice after
+/// the object's `{`; params that have one are parsed and merged (rare: a progress token
+/// of an agent's call).
+fn stamp_meta(line: &mut String, at: usize, meta: &str) {
+    let written = &line[at..];
+    let Some(params) = written.strip_prefix(r#","params":"#) else {
+        line.truncate(at);
+        line.push_str(r#","params":{"_meta":"#);
+        line.push_str(meta);
+        line.push('}');
+        return;
+    };
+    let trimmed = params.trim_start();
+    if !trimmed.starts_with('{') {
+        return; // Not an object (positional params): nothing we can add to; sent as is.
+    }
+    if !params.contains(r#""_meta""#) {
+        let brace = at + r#","params":"#.len() + (params.len() - trimmed.len());
+        let empty = trimmed[1..].trim_start().starts_with('}');
+        let mut insert = String::with_capacity(meta.len() + 10);
+        insert.push_str(r#""_meta":"#);
+        insert.push_str(meta);
+        if !empty {
+            insert.push(',');
+        }
+        line.insert_str(brace + 1, &insert);
+        return;
+    }
+    let (Ok(mut value), Ok(ours)) = (
+        serde_json::from_str::<serde_json::Value>(params),
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(meta),
+    ) else {
+        return;
+    };
+    if let Some(obj) = value.as_object_mut() {
+        let slot = obj
+            .entry("_meta")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        match slot.as_object_mut() {
+            Some(theirs) => theirs.extend(ours),
+            None => *slot = serde_json::Value::Object(ours),
+        }
+    }
+    line.truncate(at);
+    line.push_str(r#","params":"#);
+    line.push_str(&value.to_string());
+}
+
 /// Appends `s` as a JSON string (quoted, escaped where needed), without going through
 /// serde for the usual string that needs no escape.
 pub fn push_json_str(out: &mut String, s: &str) {
@@ -460,7 +574,11 @@ pub fn push_single_line(out: &mut String, json: &str) {
     }
 }
 
-async fn write_loop(stdin: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedReceiver<Outgoing>) {
+async fn write_loop(
+    stdin: impl AsyncWrite + Unpin,
+    mut rx: mpsc::UnboundedReceiver<Outgoing>,
+    flushed: Arc<AtomicU64>,
+) {
     let mut w = BufWriter::with_capacity(64 * 1024, stdin);
     while let Some(msg) = rx.recv().await {
         let mut next = Some(msg);
@@ -483,6 +601,7 @@ async fn write_loop(stdin: impl AsyncWrite + Unpin, mut rx: mpsc::UnboundedRecei
         if w.flush().await.is_err() {
             return;
         }
+        flushed.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -815,6 +934,40 @@ fn display_line(text: &[u8]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stamp_meta_adds_merges_and_creates_params() {
+        let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+        let stamp = |params: &str| {
+            let mut line = format!("{{\"id\":1{params}");
+            super::stamp_meta(&mut line, 7, meta);
+            line.push('}');
+            serde_json::from_str::<serde_json::Value>(&line).unwrap()["params"].clone()
+        };
+        let v = stamp("");
+        assert_eq!(
+            v["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        let v = stamp(r#","params":{}"#);
+        assert_eq!(
+            v["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        let v = stamp(r#","params":{"name":"echo","arguments":{"_meta":1}}"#);
+        assert_eq!(v["name"], "echo");
+        assert_eq!(v["arguments"]["_meta"], 1);
+        assert_eq!(
+            v["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+        let v = stamp(r#","params":{"name":"x","_meta":{"progressToken":7}}"#);
+        assert_eq!(v["_meta"]["progressToken"], 7);
+        assert_eq!(
+            v["_meta"]["io.modelcontextprotocol/protocolVersion"],
+            "2026-07-28"
+        );
+    }
+
     use super::*;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 

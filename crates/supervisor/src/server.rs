@@ -33,8 +33,35 @@ pub const ERROR_TAIL_LINES: usize = 8;
 /// How long a liveness ping may take after a call timed out before the server is
 /// declared unresponsive and restarted.
 pub const PING_TIMEOUT: Duration = Duration::from_secs(5);
-/// The protocol version Corral asks for; servers may answer with an older one.
-pub const PROTOCOL_VERSION: &str = "2025-06-18";
+/// The legacy protocol version Corral offers in `initialize` (the newest revision that
+/// has a handshake); servers may answer with an older one.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+/// The stateless revision Corral probes for with `server/discover`.
+pub const MODERN_PROTOCOL_VERSION: &str = "2026-07-28";
+/// The legacy revisions Corral speaks to a server, newest first.
+pub const LEGACY_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// How long the `server/discover` probe waits before Corral takes the server for a
+/// legacy one (at most a third of `startup_timeout`, so `initialize` keeps the rest).
+pub const DISCOVER_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// Which generation of MCP a server instance speaks, as the probe found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Era {
+    /// 2026-07-28 and later: stateless, no `initialize`, `_meta` on every request.
+    Modern,
+    /// 2024-11-05 … 2025-11-25: the `initialize` handshake.
+    Legacy,
+}
+
+impl Era {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Era::Modern => "modern",
+            Era::Legacy => "legacy",
+        }
+    }
+}
 
 /// A server's state: the shared lifecycle's.
 pub type ServerState = State;
@@ -61,6 +88,9 @@ pub struct ServerStatus {
     pub last_stderr_tail: Vec<String>,
     pub tool_count: usize,
     pub protocol_version: Option<String>,
+    /// Modern (2026-07-28, stateless) or legacy (`initialize`), for the current or last
+    /// ready instance.
+    pub era: Option<Era>,
 }
 
 impl ServerStatus {
@@ -140,8 +170,49 @@ struct Shared {
     notes: broadcast::Sender<Notification>,
     requests: Option<mpsc::UnboundedSender<crate::IncomingRequest>>,
     hook: Option<crate::NotificationHook>,
-    /// The `initialize` result of the current (or last) ready instance.
+    /// The `initialize` result of the current (or last) ready instance (for a modern
+    /// server: the same shape, built from its `server/discover` result).
     init: RwLock<Option<Arc<Value>>>,
+    /// The era of the current (or last) ready instance.
+    era: RwLock<Option<Era>>,
+    /// The `server/discover` probe of the current instance is waiting for its answer: an
+    /// exit now is the server's answer to the probe.
+    in_probe: AtomicBool,
+    /// The last instance exited on the probe: the next one is spoken to in the legacy
+    /// way, without probing (then probes resume).
+    skip_probe: AtomicBool,
+    /// A second handle on the current instance's stdin pipe, held while the probe is
+    /// out: if the instance exits then, the bytes still in the pipe tell whether it read
+    /// the probe (and died of it) or died before reading anything (a start failure like
+    /// any other). Dropped as soon as the probe is answered, so closing stdin still
+    /// means EOF to the server.
+    probe_pipe: Mutex<Option<ProbeWatch>>,
+}
+
+/// What tells whether an instance that exited during the probe had read it.
+struct ProbeWatch {
+    /// A duplicate of our end of its stdin pipe.
+    pipe: std::os::fd::OwnedFd,
+    conn: std::sync::Weak<Connection>,
+}
+
+impl ProbeWatch {
+    /// The probe went into the pipe (the write succeeded, so the child was alive to read
+    /// it) and nothing is left there: the child read it.
+    fn probe_was_read(&self) -> bool {
+        let written = self.conn.upgrade().is_some_and(|c| c.first_written());
+        written && unread_bytes(&self.pipe) == Some(0)
+    }
+}
+
+/// Bytes written to a pipe and not read yet.
+fn unread_bytes(fd: &std::os::fd::OwnedFd) -> Option<usize> {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one c_int through the pointer, which lives for the call;
+    // the descriptor is open (owned).
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), libc::FIONREAD, &mut n as *mut libc::c_int) };
+    (r == 0).then_some(n.max(0) as usize)
 }
 
 impl Shared {
@@ -236,12 +307,22 @@ impl Role for Shared {
             noise_count: AtomicU64::new(0),
             redactor: Mutex::new(self.cfg.redactor()),
         });
+        let stdin = inst.take_stdin().expect("stdin piped");
+        self.in_probe.store(false, Ordering::Release);
+        let pipe = {
+            use std::os::fd::AsFd;
+            stdin.as_fd().try_clone_to_owned().ok()
+        };
         let (conn, writer, reader) = Connection::new(
-            inst.take_stdin().expect("stdin piped"),
+            stdin,
             inst.take_stdout().expect("stdout piped"),
             self.cfg.max_concurrency.map(|n| n.get() as usize),
             sink,
         );
+        *self.probe_pipe.lock().unwrap() = pipe.map(|pipe| ProbeWatch {
+            pipe,
+            conn: Arc::downgrade(&conn),
+        });
         inst.task(writer);
         inst.drain(reader);
         let (wedged_tx, wedged) = mpsc::unbounded_channel();
@@ -269,6 +350,22 @@ impl Role for Shared {
         if !matches!(phase, Phase::Ready { .. }) {
             *self.conn.write().unwrap() = None;
         }
+    }
+
+    /// Some legacy servers exit on any request before `initialize`: one that exited
+    /// while the `server/discover` probe waited is spawned again at once and
+    /// initialized without the probe (once; its next spawn probes again).
+    fn respawn_at_once(&self) -> bool {
+        let pipe = self.probe_pipe.lock().unwrap().take();
+        let in_probe = self.in_probe.swap(false, Ordering::AcqRel);
+        // Read the probe, then exited: the server's answer to it. (A server that exited
+        // before reading anything left the probe in the pipe: an ordinary start failure.)
+        let read_it = pipe.as_ref().is_some_and(ProbeWatch::probe_was_read);
+        if in_probe && read_it {
+            self.skip_probe.store(true, Ordering::Release);
+            return true;
+        }
+        false
     }
 }
 
@@ -298,6 +395,10 @@ impl ServerHandle {
             requests: opts.requests.clone(),
             hook: opts.on_notification.clone(),
             init: RwLock::new(None),
+            era: RwLock::new(None),
+            in_probe: AtomicBool::new(false),
+            skip_probe: AtomicBool::new(false),
+            probe_pipe: Mutex::new(None),
         });
         let (ctl, task) = actor::start(shared.clone(), cancel, autostart);
         (ServerHandle { shared, ctl }, task)
@@ -333,7 +434,13 @@ impl ServerHandle {
                 .and_then(|i| i.get("protocolVersion"))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            era: *self.shared.era.read().unwrap(),
         }
+    }
+
+    /// The era of the current (or last) ready instance.
+    pub fn era(&self) -> Option<Era> {
+        *self.shared.era.read().unwrap()
     }
 
     /// Just the state, without copying the rest of the status (its stderr tail).
@@ -435,10 +542,15 @@ impl ServerHandle {
                 .and_then(|v| v.get("name").and_then(Value::as_str).map(String::from))
         };
         let conn = self.ready_connection().await?;
+        if conn.is_stamped() {
+            self.modern_allows(method)?;
+        }
         let timeout = self.shared.cfg.call_timeout;
-        conn.request(method, params, timeout)
+        let result = conn
+            .request(method, params, timeout)
             .await
-            .map_err(|e| self.call_failed(method, tool, e))
+            .map_err(|e| self.call_failed(method, tool, e))?;
+        self.complete_result(&conn, method, result)
     }
 
     /// [`request_json`](Self::request_json) with the params written straight into the
@@ -452,10 +564,74 @@ impl ServerHandle {
         write_params: impl FnOnce(&mut String),
     ) -> Result<Box<RawValue>, CallError> {
         let conn = self.ready_connection().await?;
+        if conn.is_stamped() {
+            self.modern_allows(method)?;
+        }
         let timeout = self.shared.cfg.call_timeout;
-        conn.request_with(method, len, timeout, write_params)
+        let result = conn
+            .request_with(method, len, timeout, write_params)
             .await
-            .map_err(|e| self.call_failed(method, || tool.map(str::to_owned), e))
+            .map_err(|e| self.call_failed(method, || tool.map(str::to_owned), e))?;
+        self.complete_result(&conn, method, result)
+    }
+
+    /// A modern (2026-07-28) server has no `ping`, `logging/setLevel`,
+    /// `resources/subscribe`/`unsubscribe` or `initialize`: they are refused here, by
+    /// name, rather than sent (the agent side decides what to tell an agent).
+    fn modern_allows(&self, method: &str) -> Result<(), CallError> {
+        if !REMOVED_IN_MODERN.contains(&method) {
+            return Ok(());
+        }
+        Err(CallError::Rpc {
+            server: self.shared.unit.name.clone(),
+            source: RpcError::Server {
+                code: -32601,
+                message: format!(
+                    "speaks MCP {MODERN_PROTOCOL_VERSION}, which has no {method}; corral does not send it to this server"
+                ),
+                data: None,
+            },
+        })
+    }
+
+    /// A modern server's `input_required` result (a multi round-trip request) is not
+    /// relayed yet: a `tools/call` gets an `isError` result naming the limitation, other
+    /// methods an error. Every other result passes as it came (`resultType`, `ttlMs`,
+    /// `cacheScope` included; the agent side stamps or strips them per agent).
+    fn complete_result(
+        &self,
+        conn: &Connection,
+        method: &str,
+        result: Box<RawValue>,
+    ) -> Result<Box<RawValue>, CallError> {
+        if !conn.is_stamped() || !result.get().contains("input_required") {
+            return Ok(result);
+        }
+        let asks = serde_json::from_str::<Value>(result.get())
+            .ok()
+            .is_some_and(|v| v.get("resultType").and_then(Value::as_str) == Some("input_required"));
+        if !asks {
+            return Ok(result);
+        }
+        let name = &self.shared.unit.name;
+        let message = format!(
+            "asked for input to answer {method} (an MCP {MODERN_PROTOCOL_VERSION} \
+             input_required result); corral does not relay multi round-trip requests yet, \
+             so this call cannot complete through corral"
+        );
+        if method == "tools/call" {
+            let text = format!("server '{name}' {message}");
+            let text = json!({"content": [{"type": "text", "text": text}], "isError": true});
+            return Ok(RawValue::from_string(text.to_string()).expect("valid JSON"));
+        }
+        Err(CallError::Rpc {
+            server: name.clone(),
+            source: RpcError::Server {
+                code: -32603,
+                message,
+                data: None,
+            },
+        })
     }
 
     /// The current instance's connection, waiting (up to `call_timeout`) for one that
@@ -640,14 +816,17 @@ impl Run for ServerRun {
         let cfg = &shared.cfg;
         let handshake = tokio::time::timeout(
             cfg.startup_timeout,
-            handshake(&self.conn, cfg, shared.requests.is_some()),
+            handshake(&self.conn, shared, shared.requests.is_some()),
         );
         let ready = tokio::select! {
             r = handshake => match r {
                 Ok(Ok(ready)) => ready,
-                Ok(Err(RpcError::Closed(_))) => return Err(StartError::Closed),
+                Ok(Err(HandshakeError::Refused(why))) => {
+                    return Err(StartError::Failed(cfg.redact(&why)));
+                }
+                Ok(Err(HandshakeError::Rpc(RpcError::Closed(_)))) => return Err(StartError::Closed),
                 // The error can quote the server (its JSON-RPC error message).
-                Ok(Err(e)) if !matches!(e, RpcError::Timeout { .. }) => {
+                Ok(Err(HandshakeError::Rpc(e))) if !matches!(e, RpcError::Timeout { .. }) => {
                     return Err(StartError::Failed(cfg.redact(&format!("initialize failed: {e}"))));
                 }
                 Ok(Err(_)) | Err(_) => {
@@ -664,9 +843,12 @@ impl Run for ServerRun {
         let mut fields = Map::new();
         fields.insert("tools".into(), ready.tools.len().into());
         fields.insert("protocol_version".into(), ready.protocol_version.into());
+        fields.insert("era".into(), ready.era.as_str().into());
+        fields.insert("probe".into(), ready.probe.into());
         fields.insert("server_info".into(), ready.server_info);
         *shared.tools.write().unwrap() = Arc::new(ready.tools);
         *shared.init.write().unwrap() = Some(Arc::new(ready.init));
+        *shared.era.write().unwrap() = Some(ready.era);
         *shared.conn.write().unwrap() = Some(self.conn.clone());
         Ok(fields)
     }
@@ -699,6 +881,8 @@ impl Run for ServerRun {
     }
 
     fn close_stdin(&self) -> bool {
+        // Our duplicate of the pipe (held while a probe is out) would keep the EOF away.
+        self.shared.probe_pipe.lock().unwrap().take();
         self.conn.close_stdin();
         true
     }
@@ -738,10 +922,16 @@ async fn probe_liveness(
     probing: Arc<AtomicBool>,
     wedged: mpsc::UnboundedSender<String>,
 ) {
-    let r = conn.request("ping", None, deadline).await;
+    // A modern server has no `ping`: `server/discover` is its cheapest request.
+    let method = if conn.is_stamped() {
+        "server/discover"
+    } else {
+        "ping"
+    };
+    let r = conn.request(method, None, deadline).await;
     if let Err(RpcError::Timeout { .. }) = r {
         let _ = wedged.send(format!(
-            "unresponsive: a call timed out and ping got no answer within {}",
+            "unresponsive: a call timed out and {method} got no answer within {}",
             humanize(deadline)
         ));
     }
@@ -750,31 +940,271 @@ async fn probe_liveness(
 
 struct Ready {
     protocol_version: String,
+    era: Era,
+    /// How the era was found (for the ready event): the probe's outcome.
+    probe: String,
     server_info: Value,
     tools: Vec<Tool>,
     init: Value,
 }
 
+/// Why the handshake failed.
+enum HandshakeError {
+    Rpc(RpcError),
+    /// The server refused every revision Corral speaks; the message says which it
+    /// speaks and what to do.
+    Refused(String),
+}
+
+impl From<RpcError> for HandshakeError {
+    fn from(e: RpcError) -> Self {
+        HandshakeError::Rpc(e)
+    }
+}
+
+/// What the `server/discover` probe found.
+enum Verdict {
+    /// A `DiscoverResult` listing 2026-07-28.
+    Modern(Value),
+    /// Initialize, offering `offer`; `why` is the probe's outcome.
+    Legacy { offer: &'static str, why: String },
+}
+
+/// Methods a 2026-07-28 server does not have, never sent to one.
+const REMOVED_IN_MODERN: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// The `_meta` of every request to a modern server. Corral declares no client
+/// capabilities upstream: a modern server may only ask for input (elicitation, sampling,
+/// roots) through `input_required` results, which Corral does not relay yet, so it must
+/// not claim it could answer them.
+fn modern_meta() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
+    })
+}
+
+/// The versions a `-32022` error's `data.supported` lists.
+fn supported_of(data: Option<&str>) -> Option<Vec<String>> {
+    let data: Value = serde_json::from_str(data?).ok()?;
+    let list = data.get("supported")?.as_array()?;
+    Some(
+        list.iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+    )
+}
+
+/// The newest legacy revision both sides speak.
+fn mutual_legacy(theirs: &[String]) -> Option<&'static str> {
+    LEGACY_VERSIONS
+        .iter()
+        .find(|v| theirs.iter().any(|t| t == *v))
+        .copied()
+}
+
+/// Probes with `server/discover`, as the specification asks of a client that speaks both
+/// generations (basic/transports/stdio.mdx, backward compatibility): a `DiscoverResult`
+/// listing 2026-07-28 → modern; `-32022` (unsupported version) listing a mutual
+/// revision → that one; any other error, an answer that is not a `DiscoverResult`, or
+/// silence within `within` → legacy. The fallback never hinges on one error code.
+async fn probe(conn: &Connection, within: Duration) -> Result<Verdict, HandshakeError> {
+    let legacy = |why: String| Verdict::Legacy {
+        offer: PROTOCOL_VERSION,
+        why,
+    };
+    let params = json!({ "_meta": modern_meta() }).to_string();
+    match conn.probe("server/discover", &params, within).await {
+        Ok(result) => {
+            let v: Value = serde_json::from_str(result.get()).unwrap_or(Value::Null);
+            let versions: Option<Vec<String>> = v
+                .get("supportedVersions")
+                .and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                });
+            match versions {
+                Some(vs) if vs.iter().any(|x| x == MODERN_PROTOCOL_VERSION) => {
+                    Ok(Verdict::Modern(v))
+                }
+                Some(vs) => match mutual_legacy(&vs) {
+                    Some(offer) => Ok(Verdict::Legacy {
+                        offer,
+                        why: format!("server/discover lists {}", vs.join(", ")),
+                    }),
+                    None => Err(HandshakeError::Refused(format!(
+                        "speaks only MCP {}; corral speaks {MODERN_PROTOCOL_VERSION} and {}",
+                        vs.join(", "),
+                        LEGACY_VERSIONS.join(", ")
+                    ))),
+                },
+                None => Ok(legacy(
+                    "answered server/discover without supportedVersions".into(),
+                )),
+            }
+        }
+        Err(RpcError::Server {
+            code: -32022,
+            data,
+            message,
+        }) => {
+            let theirs = supported_of(data.as_deref()).unwrap_or_default();
+            if theirs.iter().any(|x| x == MODERN_PROTOCOL_VERSION) {
+                // It lists the version it just refused: nothing to fall back to.
+                return Err(HandshakeError::Refused(format!(
+                    "refused server/discover at MCP {MODERN_PROTOCOL_VERSION} ({message}) although it lists it"
+                )));
+            }
+            match mutual_legacy(&theirs) {
+                Some(offer) => Ok(Verdict::Legacy {
+                    offer,
+                    why: format!("server/discover: -32022, supported {}", theirs.join(", ")),
+                }),
+                None => Err(HandshakeError::Refused(format!(
+                    "speaks only MCP {} and refused {MODERN_PROTOCOL_VERSION} (-32022); corral speaks {MODERN_PROTOCOL_VERSION} and {}",
+                    if theirs.is_empty() {
+                        "versions it did not list".to_owned()
+                    } else {
+                        theirs.join(", ")
+                    },
+                    LEGACY_VERSIONS.join(", ")
+                ))),
+            }
+        }
+        Err(RpcError::Closed(reason)) => Err(HandshakeError::Rpc(RpcError::Closed(reason))),
+        Err(RpcError::Timeout { .. }) => Ok(legacy(format!(
+            "no answer to server/discover within {}",
+            humanize(within)
+        ))),
+        Err(e) => Ok(legacy(format!("server/discover: {e}"))),
+    }
+}
+
 /// `forwards_requests`: whether server→client requests reach a client that can answer
-/// them (the gateway), so sampling and elicitation may be declared.
+/// them (the gateway), so sampling and elicitation may be declared to a legacy server.
 async fn handshake(
+    conn: &Connection,
+    shared: &Shared,
+    forwards_requests: bool,
+) -> Result<Ready, HandshakeError> {
+    let cfg = &shared.cfg;
+    let verdict = if shared.skip_probe.swap(false, Ordering::AcqRel) {
+        shared.probe_pipe.lock().unwrap().take();
+        Verdict::Legacy {
+            offer: PROTOCOL_VERSION,
+            why: "the last instance exited on server/discover: not probed".into(),
+        }
+    } else {
+        let within = DISCOVER_TIMEOUT.min(cfg.startup_timeout / 3);
+        shared.in_probe.store(true, Ordering::Release);
+        let verdict = probe(conn, within).await;
+        // A closed pipe keeps the mark: the exit may be the server's answer to the probe.
+        if !matches!(verdict, Err(HandshakeError::Rpc(RpcError::Closed(_)))) {
+            shared.in_probe.store(false, Ordering::Release);
+            shared.probe_pipe.lock().unwrap().take();
+        }
+        verdict?
+    };
+    match verdict {
+        Verdict::Modern(discover) => modern_ready(conn, cfg, discover).await,
+        Verdict::Legacy { offer, why } => {
+            legacy_handshake(conn, cfg, forwards_requests, offer, why).await
+        }
+    }
+}
+
+/// A modern server is ready once discovered: no `initialize`, no `initialized`; every
+/// request from now on carries the modern `_meta`. Its `initialize`-shaped result is built
+/// from the `DiscoverResult`, so what reads capabilities and instructions reads them
+/// alike for both eras.
+async fn modern_ready(
+    conn: &Connection,
+    cfg: &ServerConfig,
+    discover: Value,
+) -> Result<Ready, HandshakeError> {
+    conn.stamp_requests(modern_meta().to_string());
+    let server_info = discover
+        .get("_meta")
+        .and_then(|m| m.get("io.modelcontextprotocol/serverInfo"))
+        .or_else(|| discover.get("serverInfo"))
+        .cloned()
+        .unwrap_or(Value::Null);
+    let mut init = json!({
+        "protocolVersion": MODERN_PROTOCOL_VERSION,
+        "capabilities": discover.get("capabilities").cloned().unwrap_or_else(|| json!({})),
+        "serverInfo": server_info,
+    });
+    if let Some(i) = discover.get("instructions") {
+        init["instructions"] = i.clone();
+    }
+    let has_tools = init["capabilities"].get("tools").is_some();
+    let tools = if has_tools {
+        list_tools(conn, cfg.startup_timeout).await?
+    } else {
+        Vec::new()
+    };
+    Ok(Ready {
+        protocol_version: MODERN_PROTOCOL_VERSION.to_owned(),
+        era: Era::Modern,
+        probe: "server/discover answered".into(),
+        server_info,
+        tools,
+        init,
+    })
+}
+
+async fn legacy_handshake(
     conn: &Connection,
     cfg: &ServerConfig,
     forwards_requests: bool,
-) -> Result<Ready, RpcError> {
+    offer: &str,
+    probe: String,
+) -> Result<Ready, HandshakeError> {
     let capabilities = if forwards_requests {
         json!({"sampling": {}, "elicitation": {}})
     } else {
         json!({})
     };
     let params = json!({
-        "protocolVersion": PROTOCOL_VERSION,
+        "protocolVersion": offer,
         "capabilities": capabilities,
         "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
     });
-    let result = conn
+    let result = match conn
         .request("initialize", Some(&params.to_string()), cfg.startup_timeout)
-        .await?;
+        .await
+    {
+        Ok(r) => r,
+        Err(RpcError::Server {
+            code: -32022,
+            data,
+            message,
+        }) => {
+            let theirs = supported_of(data.as_deref()).unwrap_or_default();
+            let speaks = if theirs.is_empty() {
+                "another revision".to_owned()
+            } else {
+                theirs.join(", ")
+            };
+            return Err(HandshakeError::Refused(format!(
+                "speaks only MCP {speaks} and refused initialize at {offer} ({message}); \
+                 its answer to the server/discover probe was: {probe} \
+                 (if it speaks {MODERN_PROTOCOL_VERSION}, it must answer server/discover)"
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let init: Value = serde_json::from_str(result.get()).map_err(|e| RpcError::Invalid {
         method: "initialize".into(),
         detail: e.to_string(),
@@ -783,7 +1213,8 @@ async fn handshake(
         return Err(RpcError::Invalid {
             method: "initialize".into(),
             detail: "result has no protocolVersion".into(),
-        });
+        }
+        .into());
     };
     conn.notify("notifications/initialized", None);
     let has_tools = init
@@ -796,6 +1227,8 @@ async fn handshake(
     };
     Ok(Ready {
         protocol_version: version.to_owned(),
+        era: Era::Legacy,
+        probe,
         server_info: init.get("serverInfo").cloned().unwrap_or(Value::Null),
         tools,
         init,

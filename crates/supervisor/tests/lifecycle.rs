@@ -12,7 +12,8 @@ async fn starts_lists_tools_calls_and_stops_without_crash_event() {
         ready.data["tools"], 11,
         "fixture variant A has 11 tools: {ready:?}"
     );
-    assert_eq!(ready.data["protocol_version"], "2025-06-18");
+    assert_eq!(ready.data["protocol_version"], "2025-11-25");
+    assert_eq!(ready.data["era"], "legacy");
     let s = h.server("fx");
     let pid = s.status().pid.unwrap();
     assert!(alive(pid));

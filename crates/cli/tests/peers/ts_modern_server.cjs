@@ -1,0 +1,41 @@
+// A stdio MCP server that speaks only 2026-07-28, built with the TypeScript SDK 2.x
+// (@modelcontextprotocol/server, installed by scripts/install-peers.sh into
+// .peers/ts-server): `serveStdio(factory, {legacy: 'reject'})` refuses `initialize`
+// with -32022. Tools: `shout {text}` (upper-cases it) and `confirm {}` (answers with an
+// input_required result: an elicitation, which Corral does not relay yet).
+// Usage: node ts_modern_server.cjs <dir holding node_modules>
+const path = require('node:path');
+const { createRequire } = require('node:module');
+const req = createRequire(path.join(process.argv[2], 'package.json'));
+const { McpServer, inputRequired } = req('@modelcontextprotocol/server');
+const { serveStdio } = req('@modelcontextprotocol/server/stdio');
+const z = req('zod');
+
+serveStdio(
+  () => {
+    const server = new McpServer(
+      { name: 'ts-modern', version: '1.0.0' },
+      { capabilities: { tools: {} } }
+    );
+    server.registerTool(
+      'shout',
+      { description: 'Upper-cases text', inputSchema: z.object({ text: z.string() }) },
+      async ({ text }) => ({ content: [{ type: 'text', text: text.toUpperCase() }] })
+    );
+    server.registerTool(
+      'confirm',
+      { description: 'Asks the user first', inputSchema: z.object({}) },
+      async () =>
+        inputRequired({
+          inputRequests: {
+            ok: inputRequired.elicit({
+              message: 'Go ahead?',
+              requestedSchema: z.object({ ok: z.boolean() }),
+            }),
+          },
+        })
+    );
+    return server;
+  },
+  { legacy: 'reject' }
+);
