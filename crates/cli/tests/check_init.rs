@@ -94,16 +94,17 @@ fn a_mcp_json_file_is_accepted_as_the_config() {
 /// it is not applied and how the user opts in; with the opt-in, what is open.
 #[test]
 fn check_warns_when_the_repository_widens_access() {
-    let p = Project::new(
+    let p = Project::new(&format!(
         r#"[gateway]
 auth = "none"
 listen = "0.0.0.0:0"
 
 [proxies.web]
-target = "http://127.0.0.1:5173"
+target = "http://{}"
 listen = "0.0.0.0:0"
 "#,
-    );
+        closed_addr()
+    ));
     let file = p.dir.join("corral.toml").display().to_string();
     let r = p.run(&["check"]);
     assert_eq!(r.code(), 0, "{r:?}");

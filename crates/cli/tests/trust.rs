@@ -11,15 +11,20 @@ use std::path::Path;
 use std::process::Command;
 
 /// A repository that tries to open Corral to everyone: no token, every interface, and a
-/// proxy on every interface.
-const WIDE: &str = r#"[gateway]
+/// proxy on every interface (in front of a target where nothing listens).
+fn wide() -> String {
+    format!(
+        r#"[gateway]
 auth = "none"
 listen = "0.0.0.0:0"
 
 [proxies.web]
-target = "http://127.0.0.1:9"
+target = "http://{}"
 listen = "0.0.0.0:0"
-"#;
+"#,
+        closed_addr()
+    )
+}
 
 const INIT: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
 
@@ -47,7 +52,7 @@ fn proxy_url(p: &Project, name: &str) -> String {
 
 #[test]
 fn without_the_users_opt_in_the_token_stays_and_nothing_leaves_loopback() {
-    let p = Project::new(WIDE);
+    let p = Project::new(&wide());
     let up = Up::start(&p);
     assert!(
         up.addr.starts_with("127.0.0.1:"),
@@ -79,7 +84,7 @@ fn without_the_users_opt_in_the_token_stays_and_nothing_leaves_loopback() {
 
 #[test]
 fn with_the_environment_opt_in_the_repository_settings_apply() {
-    let p = Project::new(WIDE);
+    let p = Project::new(&wide());
     let up = Up::start_with(&p, &[("CORRAL_ALLOW_WIDENED_ACCESS", "1")]);
     assert!(
         up.addr.starts_with("0.0.0.0:"),
@@ -104,7 +109,7 @@ fn with_the_environment_opt_in_the_repository_settings_apply() {
 fn a_reload_cannot_widen_access_either() {
     let p = Project::new("");
     let _up = Up::start(&p);
-    p.write("corral.toml", WIDE);
+    p.write("corral.toml", &wide());
     let r = p.run(&["reload", "--json"]);
     assert_eq!(r.code(), 0, "{r:?}");
     assert!(

@@ -200,6 +200,13 @@ impl std::fmt::Debug for Run {
     }
 }
 
+/// A loopback `IP:PORT` where nothing listens: a port the OS handed out, released at
+/// once (never a fixed one: another project's Corral may hold any port).
+pub fn closed_addr() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local_addr").to_string()
+}
+
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
