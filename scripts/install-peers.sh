@@ -70,41 +70,26 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-vite_stamp="$PEERS/.installed-vite-$VITE_VERSION"
-if [ ! -f "$vite_stamp" ]; then
-  echo "installing vite@$VITE_VERSION into .peers/vite" >&2
-  mkdir -p "$PEERS/vite"
-  npm install --silent --no-audit --no-fund --prefix "$PEERS/vite" "vite@$VITE_VERSION" >&2
-  touch "$vite_stamp"
-fi
+# npm_peer DIR PACKAGE@VERSION: installs one npm package into .peers/DIR, once per
+# version (a stamp file records it).
+npm_peer() {
+  local dir=$1 spec=$2
+  local stamp="$PEERS/.installed-$dir-${spec//\//_}"
+  [ -f "$stamp" ] && return
+  echo "installing $spec into .peers/$dir" >&2
+  mkdir -p "$PEERS/$dir"
+  npm install --silent --no-audit --no-fund --prefix "$PEERS/$dir" "$spec" >&2
+  touch "$stamp"
+}
 
-# --- MCP 2026-07-28 agent side (crates/cli/tests/agents_2026.rs) -------------------------
-# The official TypeScript client 2.x (versionNegotiation: legacy | auto | {pin}), for
-# tests/peers/ts_client_2026.mjs. (The Python client is the mcp==$MCP_PY_VERSION above:
-# its Client(mode=...) already speaks 2026-07-28.)
-TS_CLIENT_VERSION="2.4.0"
-ts_client_stamp="$PEERS/.installed-ts-client-$TS_CLIENT_VERSION"
-if [ ! -f "$ts_client_stamp" ]; then
-  echo "installing @modelcontextprotocol/client@$TS_CLIENT_VERSION into .peers/tsclient" >&2
-  mkdir -p "$PEERS/tsclient"
-  npm install --silent --no-audit --no-fund --prefix "$PEERS/tsclient" \
-    "@modelcontextprotocol/client@$TS_CLIENT_VERSION" >&2
-  touch "$ts_client_stamp"
-fi
-# --- end MCP 2026-07-28 agent side -------------------------------------------------------
+npm_peer vite "vite@$VITE_VERSION"
 
-# --- MCP 2026-07-28 server side (servers Corral supervises) --------------------------------
-# The TypeScript server SDK 2.x, for crates/cli/tests/peers/ts_modern_server.cjs (a server
-# that speaks only 2026-07-28: serveStdio(..., {legacy: 'reject'})), in its own prefix so
+# MCP 2026-07-28. The official TypeScript client 2.x (versionNegotiation: legacy | auto |
+# {pin}) for tests/peers/ts_client_2026.mjs (crates/cli/tests/agents_2026.rs), and the
+# server SDK 2.x for crates/cli/tests/peers/ts_modern_server.cjs (a server that speaks
+# only 2026-07-28: serveStdio(..., {legacy: 'reject'})), each in its own prefix so
 # server-everything's own SDK stays as it is. (Python: mcp==$MCP_PY_VERSION above already
-# serves 2026-07-28 on stdio, era chosen by the client's opening request.)
-TS_SERVER_VERSION="2.4.0"
-ts_server_stamp="$PEERS/.installed-ts-server-$TS_SERVER_VERSION"
-if [ ! -f "$ts_server_stamp" ]; then
-  echo "installing @modelcontextprotocol/server@$TS_SERVER_VERSION into .peers/ts-server" >&2
-  mkdir -p "$PEERS/ts-server"
-  npm install --silent --no-audit --no-fund --prefix "$PEERS/ts-server" \
-    "@modelcontextprotocol/server@$TS_SERVER_VERSION" >&2
-  touch "$ts_server_stamp"
-fi
-# --- end MCP 2026-07-28 server side --------------------------------------------------------
+# speaks 2026-07-28, as a client with Client(mode=...) and as a stdio server.)
+TS_SDK_VERSION="2.4.0"
+npm_peer tsclient "@modelcontextprotocol/client@$TS_SDK_VERSION"
+npm_peer ts-server "@modelcontextprotocol/server@$TS_SDK_VERSION"

@@ -161,9 +161,7 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
             let mut browser_boundary: Option<SystemTime> = None;
             for p in proxies.list() {
                 let source = format!("proxy:{}", p.name());
-                // Records carry millisecond timestamps: a request in the proxy's first
-                // millisecond must not fall before its start.
-                let started = floor_ms(p.started_at());
+                let started = p.started_at();
                 browser_boundary = Some(browser_boundary.map_or(started, |b| b.min(started)));
                 let traffic = p.traffic().query(&corral_proxy::traffic::TrafficQuery {
                     errors_only: true,
@@ -198,14 +196,6 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
         )),
     }
     g
-}
-
-/// `t` without its sub-millisecond part.
-fn floor_ms(t: SystemTime) -> SystemTime {
-    match t.duration_since(SystemTime::UNIX_EPOCH) {
-        Ok(d) => SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(d.as_millis() as u64),
-        Err(_) => t,
-    }
 }
 
 /// States in which a server or process is broken now (a stop on request is not).

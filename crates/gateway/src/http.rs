@@ -664,18 +664,7 @@ impl HttpGateway {
                 jsonrpc::error(Some(id), modern::HEADER_MISMATCH, &msg),
             );
         }
-        let out = Arc::new(HttpOutbound {
-            streams: Mutex::new(Streams::default()),
-            hub: Arc::downgrade(&self.hub),
-        });
-        let session = self.hub.open_session(out.clone(), "http");
-        out.streams.lock().unwrap().session = session.id();
-        let hs = Arc::new(HttpSession {
-            session,
-            out,
-            last_used: Mutex::new(Instant::now()),
-        });
-        self.answer(hs, request, Some(meta), accepts_sse, None)
+        self.answer(self.open_session(), request, Some(meta), accepts_sse, None)
             .await
     }
 
@@ -776,19 +765,25 @@ impl HttpGateway {
         sse_reply(new_id, rx)
     }
 
-    /// A new session and its id.
-    fn new_session(&self) -> (String, Arc<HttpSession>) {
+    /// A session of the hub with its HTTP outbound, not registered under an id (what a
+    /// stateless request is served in).
+    fn open_session(&self) -> Arc<HttpSession> {
         let out = Arc::new(HttpOutbound {
             streams: Mutex::new(Streams::default()),
             hub: Arc::downgrade(&self.hub),
         });
         let session = self.hub.open_session(out.clone(), "http");
         out.streams.lock().unwrap().session = session.id();
-        let hs = Arc::new(HttpSession {
+        Arc::new(HttpSession {
             session,
             out,
             last_used: Mutex::new(Instant::now()),
-        });
+        })
+    }
+
+    /// A new session and its id.
+    fn new_session(&self) -> (String, Arc<HttpSession>) {
+        let hs = self.open_session();
         let id = session_id(self.counter.fetch_add(1, Ordering::Relaxed));
         self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
         (id, hs)
@@ -900,19 +895,7 @@ fn session_id(n: u64) -> String {
     s
 }
 
-/// Fills `buf` from `/dev/urandom`.
-pub fn random_bytes(buf: &mut [u8]) {
-    use std::io::Read;
-    let mut f = std::fs::File::open("/dev/urandom").expect("open /dev/urandom");
-    f.read_exact(buf).expect("read /dev/urandom");
-}
-
-/// A new random bearer token (256 bits, hex).
-pub fn new_token() -> String {
-    let mut bytes = [0u8; 32];
-    random_bytes(&mut bytes);
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use corral_httpd::{new_token, random_bytes};
 
 #[cfg(test)]
 mod tests {

@@ -201,6 +201,20 @@ impl hyper::body::Body for Body {
     }
 }
 
+/// Fills `buf` from `/dev/urandom`.
+pub fn random_bytes(buf: &mut [u8]) {
+    use std::io::Read;
+    let mut f = std::fs::File::open("/dev/urandom").expect("open /dev/urandom");
+    f.read_exact(buf).expect("read /dev/urandom");
+}
+
+/// A new secret for a bearer token or a key (256 bits, hex).
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 32];
+    random_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The peer of the connection a request came on: a request extension [`serve`] sets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RemoteAddr(pub std::net::SocketAddr);

@@ -88,12 +88,7 @@ const DROP_EVENT_WINDOW: Duration = Duration::from_secs(10);
 
 /// A new report key: 256 bits from the OS, hex.
 pub(crate) fn new_key() -> String {
-    use std::io::Read;
-    let mut bytes = [0u8; 32];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .expect("read /dev/urandom");
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    corral_httpd::new_token()
 }
 
 /// Whether `given` is `key`, in time that does not depend on where they differ.

@@ -244,7 +244,7 @@ impl Proxy {
         Ok(Proxy {
             shared,
             started: Instant::now(),
-            started_at: SystemTime::now(),
+            started_at: whole_milliseconds(SystemTime::now()),
             task,
         })
     }
@@ -267,7 +267,9 @@ impl Proxy {
         self.shared.origin()
     }
 
-    /// When it started listening: what its log holds from before is not this run's.
+    /// When it started listening: what its log holds from before is not this run's. In
+    /// whole milliseconds, as its records' timestamps are: a request in its first
+    /// millisecond is not before it.
     pub fn started_at(&self) -> SystemTime {
         self.started_at
     }
@@ -308,6 +310,14 @@ impl Proxy {
         self.shared
             .bus
             .emit(Event::new(Kind::ProxyStopped, self.shared.source()));
+    }
+}
+
+/// `t` without its sub-millisecond part.
+fn whole_milliseconds(t: SystemTime) -> SystemTime {
+    match t.duration_since(SystemTime::UNIX_EPOCH) {
+        Ok(d) => SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(d.as_millis() as u64),
+        Err(_) => t,
     }
 }
 

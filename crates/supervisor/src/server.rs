@@ -1148,20 +1148,32 @@ async fn modern_ready(
     if let Some(i) = discover.get("instructions") {
         init["instructions"] = i.clone();
     }
-    let has_tools = init["capabilities"].get("tools").is_some();
-    let tools = if has_tools {
-        list_tools(conn, cfg.startup_timeout).await?
-    } else {
-        Vec::new()
-    };
-    Ok(Ready {
+    let mut ready = Ready {
         protocol_version: MODERN_PROTOCOL_VERSION.to_owned(),
         era: Era::Modern,
         probe: "server/discover answered".into(),
         server_info,
-        tools,
+        tools: Vec::new(),
         init,
-    })
+    };
+    ready.tools = advertised_tools(conn, cfg, &ready.init).await?;
+    Ok(ready)
+}
+
+/// The tools of a server whose handshake result (`initialize`'s, or discover's in its
+/// shape) says it has tools; none otherwise.
+async fn advertised_tools(
+    conn: &Connection,
+    cfg: &ServerConfig,
+    init: &Value,
+) -> Result<Vec<Tool>, RpcError> {
+    match init
+        .get("capabilities")
+        .is_some_and(|c| c.get("tools").is_some())
+    {
+        true => list_tools(conn, cfg.startup_timeout).await,
+        false => Ok(Vec::new()),
+    }
 }
 
 async fn legacy_handshake(
@@ -1217,14 +1229,7 @@ async fn legacy_handshake(
         .into());
     };
     conn.notify("notifications/initialized", None);
-    let has_tools = init
-        .get("capabilities")
-        .is_some_and(|c| c.get("tools").is_some());
-    let tools = if has_tools {
-        list_tools(conn, cfg.startup_timeout).await?
-    } else {
-        Vec::new()
-    };
+    let tools = advertised_tools(conn, cfg, &init).await?;
     Ok(Ready {
         protocol_version: version.to_owned(),
         era: Era::Legacy,
