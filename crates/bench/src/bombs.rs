@@ -154,9 +154,10 @@ fn vm_hwm_mib() -> f64 {
     kb / 1024.0
 }
 
-fn report(addr: SocketAddr, source: &str) -> String {
+/// A report as the injected script sends it, with the proxy's key.
+fn report(addr: SocketAddr, key: &str, source: &str) -> String {
     let origin = format!("http://{addr}");
-    serde_json::json!({"page": format!("{origin}/"), "errors": [
+    serde_json::json!({"key": key, "page": format!("{origin}/"), "errors": [
         {"message": "boom", "source": format!("{origin}{source}"), "line": 1, "column": 5}
     ]})
     .to_string()
@@ -206,7 +207,7 @@ async fn scenario(name: &str) -> Result<String, String> {
         _ => 0,
     };
     for i in 0..reports {
-        let body = report(addr, &format!("/bm.js?v={i}"));
+        let body = report(addr, proxy.report_key(), &format!("/bm.js?v={i}"));
         exchange(
             addr,
             "POST /__corral/errors HTTP/1.1\r\nContent-Type: application/json",
