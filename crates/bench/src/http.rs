@@ -74,6 +74,9 @@ pub struct Conn {
     pub session: Option<String>,
     /// Sent as `Mcp-Protocol-Version` once set.
     pub protocol: Option<String>,
+    /// Further header lines (each ending in CRLF) sent with every POST: a stateless
+    /// (2026-07-28) client's `Mcp-Method` and `Mcp-Name`.
+    pub headers: String,
     io: Option<(TcpStream, BufReader<TcpStream>)>,
     request: Vec<u8>,
     line: Vec<u8>,
@@ -89,6 +92,7 @@ impl Conn {
             token,
             session: None,
             protocol: None,
+            headers: String::new(),
             io: None,
             request: Vec::with_capacity(1024),
             line: Vec::with_capacity(256),
@@ -134,6 +138,7 @@ impl Conn {
             self.host,
             body.len()
         );
+        self.request.extend_from_slice(self.headers.as_bytes());
         self.finish_request(body);
         self.send()
     }

@@ -19,6 +19,7 @@ mod mcp;
 mod peers;
 mod procs;
 mod proxy;
+mod revisions;
 mod scan_drain;
 mod startup;
 mod util;
@@ -38,6 +39,7 @@ USAGE:
     corral-bench errors [--calls N]
     corral-bench proxy [--seconds N] [--connections C] [--rounds N]
     corral-bench bombs
+    corral-bench revisions [--point-ms N]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -77,6 +79,11 @@ BENCHMARKS:
                 gzip-bombed script to source-map, 64 reports naming bm.js?v=N with one
                 4 MB map, an 815 KB gzip HTML bomb and a 100 KB gzip 500 page. Not part
                 of `all`
+
+    revisions   one `corral up`: the same tools/call from a 2025 session client and a
+                stateless 2026-07-28 client over HTTP, interleaved: p50/p99 and gateway
+                CPU per call with 1 client, calls/s with 8 of each kind (4 rounds of
+                --point-ms, default 2000). Not part of `all`
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
@@ -175,6 +182,28 @@ fn faults_main(args: &[String]) -> ExitCode {
     finish(result)
 }
 
+fn revisions_main(args: &[String]) -> ExitCode {
+    let point = match args {
+        [] => Duration::from_millis(2000),
+        [flag, n] if flag == "--point-ms" => match n.parse::<u64>() {
+            Ok(n) if n > 0 => Duration::from_millis(n),
+            _ => return usage("revisions: --point-ms takes a positive number"),
+        },
+        _ => return usage("revisions takes --point-ms N"),
+    };
+    let result = util::fixture_path().and_then(|fixture| {
+        let corral = util::corral_path()?;
+        println!("{}", util::machine_header());
+        revisions::run(&fixture, &corral, point)
+    });
+    finish(result)
+}
+
+fn usage(msg: &str) -> ExitCode {
+    eprintln!("corral-bench: {msg}\n\n{USAGE}");
+    ExitCode::from(2)
+}
+
 fn proxy_main(args: &[String]) -> ExitCode {
     let mut opts = proxy::ProxyOpts {
         seconds: Duration::from_secs(5),
@@ -251,6 +280,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some("gateway-profile") {
         return gateway_profile(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("revisions") {
+        return revisions_main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("faults") {
         return faults_main(&args[1..]);

@@ -70,6 +70,18 @@ pub fn request(buf: &mut Vec<u8>, tool: &str, args: &str, id: u64) {
     );
 }
 
+/// The revision a stateless client claims in every request's `_meta`.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+
+/// Appends a stateless (2026-07-28) `tools/call` of `tool` with `args` to `buf`: the same
+/// call, with the `_meta` claim every such request carries instead of a session.
+pub fn stateless_request(buf: &mut Vec<u8>, tool: &str, args: &str, id: u64) {
+    let _ = write!(
+        buf,
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args},"_meta":{{"io.modelcontextprotocol/protocolVersion":"{STATELESS_VERSION}","io.modelcontextprotocol/clientCapabilities":{{}},"io.modelcontextprotocol/clientInfo":{{"name":"corral-bench","version":"0"}}}}}}}}"#
+    );
+}
+
 pub fn initialize(id: u64) -> String {
     format!(
         r#"{{"jsonrpc":"2.0","id":{id},"method":"initialize","params":{{"protocolVersion":"{}","capabilities":{{}},"clientInfo":{{"name":"corral-bench","version":"0"}}}}}}"#,
@@ -381,10 +393,29 @@ impl Endpoint {
         Ok(Session {
             conn,
             tool: tool.to_owned(),
+            stateless: false,
             id: 1,
             body: Vec::with_capacity(256),
             last: String::new(),
         })
+    }
+
+    /// A stateless (2026-07-28) client on its own keep-alive connection: no
+    /// `initialize`, no session id; every call carries the `_meta` claim and the
+    /// `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` headers.
+    pub fn stateless(&self, tool: &str) -> Session {
+        let mut conn = Conn::new(self.addr, &self.path, self.token.clone());
+        conn.protocol = Some(STATELESS_VERSION.to_owned());
+        let mut s = Session {
+            conn,
+            tool: String::new(),
+            stateless: true,
+            id: 1,
+            body: Vec::with_capacity(512),
+            last: String::new(),
+        };
+        s.set_tool(tool);
+        s
     }
 }
 
@@ -454,6 +485,11 @@ impl HttpGateway {
         self.endpoint.session(tool)
     }
 
+    /// A stateless (2026-07-28) client on its own keep-alive connection.
+    pub fn stateless(&self, tool: &str) -> Session {
+        self.endpoint.stateless(tool)
+    }
+
     pub fn stop(mut self) {
         self.proc.stop();
     }
@@ -463,6 +499,8 @@ impl HttpGateway {
 pub struct Session {
     pub conn: Conn,
     tool: String,
+    /// A 2026-07-28 client: each call carries its own `_meta` claim and headers.
+    stateless: bool,
     id: u64,
     body: Vec<u8>,
     /// The answer to the last call (its JSON-RPC message).
@@ -473,6 +511,9 @@ impl Session {
     /// Calls `tool` instead from now on.
     pub fn set_tool(&mut self, tool: &str) {
         self.tool = tool.to_owned();
+        if self.stateless {
+            self.conn.headers = format!("Mcp-Method: tools/call\r\nMcp-Name: {tool}\r\n");
+        }
     }
 
     /// One `tools/call` round trip, in ns: until the answer with the call's id has
@@ -494,7 +535,11 @@ impl Session {
         self.id += 1;
         let id = self.id;
         self.body.clear();
-        request(&mut self.body, &self.tool, args, id);
+        if self.stateless {
+            stateless_request(&mut self.body, &self.tool, args, id);
+        } else {
+            request(&mut self.body, &self.tool, args, id);
+        }
         let start = Instant::now();
         let r = self.conn.post_for(&self.body, Some(id))?;
         let ns = (r.answered.unwrap_or_else(Instant::now) - start).as_nanos() as u64;
