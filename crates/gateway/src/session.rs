@@ -383,6 +383,14 @@ impl Session {
             "notifications/initialized" if !self.shared.is_modern() => {
                 self.shared.initialized.store(true, Ordering::Release)
             }
+            // A 2025 agent's roots changed: every legacy server asks `roots/list` again
+            // (and gets the roots of whichever agent's call it serves then). A stateless
+            // agent has no such notification: it states its capabilities per request.
+            "notifications/roots/list_changed" if !self.shared.is_modern() => {
+                for handle in self.hub.servers().values() {
+                    handle.roots_changed();
+                }
+            }
             "notifications/cancelled" => {
                 #[derive(Deserialize)]
                 struct P<'a> {

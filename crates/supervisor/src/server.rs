@@ -676,6 +676,19 @@ impl ServerHandle {
         self.shared.conn.read().unwrap().clone()
     }
 
+    /// Tells a ready legacy server that the client's roots changed
+    /// (`notifications/roots/list_changed`), so it asks `roots/list` again. A modern
+    /// (2026-07-28) server has no such notification (it is given roots per request), and
+    /// a server that is not ready will ask when it is.
+    pub fn roots_changed(&self) {
+        if self.state() != ServerState::Ready || self.era() != Some(Era::Legacy) {
+            return;
+        }
+        if let Some(conn) = self.connection() {
+            conn.notify("notifications/roots/list_changed", None);
+        }
+    }
+
     /// Why the server is not serving, with the stderr lines that explain it: for humans
     /// at a terminal (`corral call`), not for agents (whose errors stay short).
     pub fn failure_report(&self) -> String {
@@ -1092,7 +1105,9 @@ async fn probe(conn: &Connection, within: Duration) -> Result<Verdict, Handshake
 }
 
 /// `forwards_requests`: whether server→client requests reach a client that can answer
-/// them (the gateway), so sampling and elicitation may be declared to a legacy server.
+/// them (the gateway), so sampling, elicitation and roots may be declared to a legacy
+/// server (the gateway answers `roots/list` with the calling agent's roots, or the
+/// project root when no agent can).
 async fn handshake(
     conn: &Connection,
     shared: &Shared,
@@ -1184,7 +1199,7 @@ async fn legacy_handshake(
     probe: String,
 ) -> Result<Ready, HandshakeError> {
     let capabilities = if forwards_requests {
-        json!({"sampling": {}, "elicitation": {}})
+        json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
     } else {
         json!({})
     };
