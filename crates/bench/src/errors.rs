@@ -103,7 +103,7 @@ async fn measure(calls: usize) -> Result<String, String> {
     }
 
     let servers = Default::default();
-    let src = corral_gateway::errors::Sources {
+    let src = corral_gateway::tools::errors::Sources {
         servers: &servers,
         root: Some(dir.path()),
         noise: &[],
@@ -120,7 +120,7 @@ async fn measure(calls: usize) -> Result<String, String> {
         let mut bytes = 0;
         for i in 0..calls + calls / 10 {
             let t = Instant::now();
-            let (report, raw) = corral_gateway::errors::answer(&src, &args)?;
+            let (report, raw) = corral_gateway::tools::errors::answer(&src, &args)?;
             let text = report.text();
             let json = report.json(raw).to_string();
             let took = t.elapsed();

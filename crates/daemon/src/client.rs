@@ -192,7 +192,7 @@ fn started_and_died(paths: &Paths) -> bool {
 }
 
 fn last_lines(path: &Path) -> String {
-    let text = corral_gateway::builtin::tail_of_file(path).unwrap_or_default();
+    let text = corral_gateway::tools::tail_of_file(path).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
     let tail = lines[lines.len().saturating_sub(5)..].join("\n");
     if tail.is_empty() {

@@ -3,7 +3,7 @@
 //! still there after the daemon restarts.
 
 use corral_events::{Event, EventBus, Kind, Source};
-use corral_gateway::builtin::tail_of_file;
+use corral_gateway::tools::tail_of_file;
 use corral_supervisor::stderr::LogFile;
 use std::path::{Path, PathBuf};
 use tokio::sync::broadcast::error::RecvError;

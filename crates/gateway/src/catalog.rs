@@ -1,8 +1,8 @@
 //! The aggregated tool list: every ready server's tools (filtered, renamed) plus the
 //! built-in tools, pre-serialized so `tools/list` is a copy, and a route per exposed name.
 
-use crate::builtin::Builtin;
 use crate::naming;
+use crate::tools::Builtin;
 use corral_config::ToolPrefix;
 use corral_supervisor::{ServerHandle, ServerState};
 use serde_json::Value;
@@ -432,5 +432,43 @@ fn unknown(catalog: &Catalog, server: Option<&str>, name: &str) -> String {
     match suggestion {
         Some(s) => format!("{what}; did you mean '{s}'? ({list})"),
         None => format!("{what}; {list}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_tools_are_listed_only_with_processes_and_named_as_exposed() {
+        let without = Catalog::build(std::iter::empty(), ToolPrefix::Always, true);
+        assert!(without.builtins.iter().all(|(b, _)| !b.is_process()));
+        assert!(
+            !without.list_json.contains("\"corral__process"),
+            "{}",
+            without.list_json
+        );
+        // `get_errors` is there either way, under its bare name.
+        assert_eq!(without.builtin_name(Builtin::GetErrors), Some("get_errors"));
+        let with = Catalog::build_with(std::iter::empty(), ToolPrefix::Always, true, true);
+        assert_eq!(
+            with.builtin_name(Builtin::ProcessWait),
+            Some("corral__process_wait")
+        );
+        assert!(
+            with.list_json.contains("are listed by `corral__processes`"),
+            "{}",
+            with.list_json
+        );
+        assert!(
+            with.where_to_look()
+                .contains("`corral__process_start` starts one")
+        );
+        let bare = Catalog::build_with(std::iter::empty(), ToolPrefix::Never, true, true);
+        assert_eq!(bare.builtin_name(Builtin::Processes), Some("processes"));
+        assert!(bare.where_to_look().contains("`process_output` shows"));
+        let off = Catalog::build_with(std::iter::empty(), ToolPrefix::Always, false, true);
+        assert!(off.builtins.is_empty());
+        assert!(!off.where_to_look().contains("process"));
     }
 }

@@ -2,10 +2,10 @@
 //! resources and prompts, and the bookkeeping that lets messages flow back to the right
 //! session (progress tokens, server→client requests, subscriptions).
 
-use crate::builtin::Builtin;
 use crate::catalog::Catalog;
 use crate::jsonrpc;
 use crate::session::{Session, SessionShared};
+use crate::tools::{self, Builtin};
 use corral_config::ToolPrefix;
 use corral_events::{Event, EventBus, Kind, Source};
 use corral_supervisor::rpc::Responder;
@@ -179,47 +179,23 @@ impl Hub {
     }
 
     /// Runs built-in tool `b` (what `tools/call` of a [`crate::catalog::Route::Builtin`]
-    /// does): the process tools with the attached processes, the others as
-    /// [`Builtin::call`].
+    /// does) with what this gateway has: its servers, and the project's processes and
+    /// proxies when attached.
     pub async fn call_builtin(&self, b: Builtin, args: &Value) -> String {
-        if b == Builtin::GetErrors {
-            let servers = self.servers();
-            let noise = self.error_noise.read().unwrap().clone();
-            let src = crate::errors::Sources {
-                servers: &servers,
-                noise: &noise,
-                root: self.processes.get().map(|p| p.root.as_path()),
-                processes: self.processes(),
-                proxies: self.proxies(),
-            };
-            return crate::builtin::get_errors(&src, args);
-        }
-        if b.is_proxy() {
-            return match self.proxies.get() {
-                Some(proxies) => {
-                    let ctx = crate::proxy_tools::Ctx {
-                        proxies,
-                        catalog: &self.catalog(),
-                    };
-                    crate::proxy_tools::call(b, &ctx, args).await
-                }
-                None => crate::jsonrpc::tool_error_result(
-                    "this gateway runs no dev proxies (start Corral's daemon with `corral up`)",
-                ),
-            };
-        }
-        match (b.is_process(), self.processes.get()) {
-            (true, Some(p)) => {
-                let ctx = crate::procs::Ctx {
-                    processes: &p.processes,
-                    root: &p.root,
-                    catalog: &self.catalog(),
-                    servers: &self.servers(),
-                };
-                crate::procs::call(b, &ctx, args).await
-            }
-            _ => b.call(&self.servers(), args).await,
-        }
+        let servers = self.servers();
+        let catalog = self.catalog();
+        let noise = self.error_noise.read().unwrap().clone();
+        let ctx = tools::Ctx {
+            servers: &servers,
+            names: &catalog.builtins,
+            project: self.processes.get().map(|p| tools::Project {
+                processes: &p.processes,
+                root: &p.root,
+            }),
+            proxies: self.proxies.get(),
+            noise: &noise,
+        };
+        tools::call(b, &ctx, args).await
     }
 
     /// A new agent session writing through `out`; `transport` (`stdio`, `http`) names

@@ -4,7 +4,7 @@
 //!
 //! The [`Hub`] holds what all agent sessions share: the supervisor's server handles, the
 //! tool [`catalog`] (every ready server's tools, filtered and renamed `<server>__<tool>`,
-//! plus Corral's [`builtin`] tools, pre-serialized), and the routing tables that send
+//! plus Corral's own [`tools`], pre-serialized), and the routing tables that send
 //! messages back to the right session. A [`Session`] is one agent: transports
 //! ([`stdio`], HTTP) hand it messages, and it answers each request on its own task.
 //!
@@ -27,9 +27,8 @@
 /// request ids, session ids, tool and server names; SipHash was ≈ 3% of a call).
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
-pub mod builtin;
 pub mod catalog;
-pub mod errors;
+
 pub mod fdio;
 pub mod http;
 pub use corral_httpd as httpd;
@@ -37,10 +36,10 @@ mod hub;
 pub mod jsonrpc;
 pub mod modern;
 pub mod naming;
-pub mod procs;
-pub mod proxy_tools;
+
 mod session;
 pub mod stdio;
+pub mod tools;
 
 pub use hub::{GatewayOptions, Hub, Outbound};
 pub use session::{PROTOCOL_VERSIONS, Reply, Session};

@@ -2,7 +2,7 @@
 //! in front of a target that answers 404, and requests as a browser sends them.
 
 use corral_events::EventBus;
-use corral_gateway::errors::{Sources, answer};
+use corral_gateway::tools::errors::{Sources, answer};
 use corral_proxy::{Proxies, ProxySpec};
 use serde_json::json;
 use std::collections::BTreeMap;

@@ -110,7 +110,12 @@ pub async fn run(
             Lookup::Found(Route::Server { server, tool }) => (server, tool),
             Lookup::Found(Route::Builtin(b)) => {
                 let args: Value = serde_json::from_str(args.get()).unwrap_or(Value::Null);
-                return Ok(corral_gateway::jsonrpc::raw(b.call(&handles, &args).await));
+                let ctx = corral_gateway::tools::Ctx {
+                    names: &catalog.builtins,
+                    ..corral_gateway::tools::Ctx::servers(&handles)
+                };
+                let answer = corral_gateway::tools::call(b, &ctx, &args).await;
+                return Ok(corral_gateway::jsonrpc::raw(answer));
             }
             Lookup::Down(server) => {
                 let report = handles

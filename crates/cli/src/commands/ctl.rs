@@ -236,7 +236,7 @@ async fn logs_from_file(
     };
     // Taken before reading the tail, so no line falls between the two.
     let mut follower = corral_supervisor::stderr::LogFollower::new(&path);
-    let text = corral_gateway::builtin::tail_of_file(&path).unwrap_or_default();
+    let text = corral_gateway::tools::tail_of_file(&path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     for l in &all[all.len().saturating_sub(lines)..] {
         print(l);

@@ -58,14 +58,14 @@ async fn here(
         }
     }
     let servers = run.supervisor.handles();
-    let src = corral_gateway::errors::Sources {
+    let src = corral_gateway::tools::errors::Sources {
         servers: &servers,
         root: Some(&cfg.root),
         noise: &cfg.error_noise,
         processes: None,
         proxies: None,
     };
-    let answer = corral_gateway::errors::answer(&src, args);
+    let answer = corral_gateway::tools::errors::answer(&src, args);
     run.stop().await;
     let (report, raw) = answer.map_err(Failure::Usage)?;
     Ok((report.text(), report.colored(), report.json(raw)))

@@ -85,7 +85,7 @@ fn print_log(mut data: Value, errors: bool) -> CmdResult {
         project::reply_as(data["browser"].take())?;
     let traffic: Vec<corral_proxy::traffic::TrafficEntry> =
         project::reply_as(data["traffic"].take())?;
-    let text = corral_gateway::proxy_tools::render_log(&row, &browser, &traffic, errors);
+    let text = corral_gateway::tools::proxies::render_log(&row, &browser, &traffic, errors);
     let style = output::Style::stdout();
     print!("{}", style.shown(&text));
     Ok(())

@@ -40,14 +40,14 @@ pub(crate) fn errors(state: &State, args: &serde_json::Value) -> Reply {
         let config = state.config.read().unwrap();
         (config.root.clone(), config.error_noise.clone())
     };
-    let src = corral_gateway::errors::Sources {
+    let src = corral_gateway::tools::errors::Sources {
         servers: &servers,
         root: Some(&root),
         noise: &noise,
         processes: Some(&state.processes),
         proxies: Some(&state.proxies),
     };
-    match corral_gateway::errors::answer(&src, args) {
+    match corral_gateway::tools::errors::answer(&src, args) {
         Ok((report, raw)) => Reply::ok(serde_json::json!({
             "text": report.text(),
             "colored": report.colored(),

@@ -37,7 +37,7 @@ async fn follow_log(
     write: &mut (impl AsyncWriteExt + Unpin),
     state: &State,
 ) {
-    let text = corral_gateway::builtin::tail_of_file(&path).unwrap_or_default();
+    let text = corral_gateway::tools::tail_of_file(&path).unwrap_or_default();
     let all: Vec<&str> = text.lines().collect();
     for l in &all[all.len().saturating_sub(n)..] {
         if send_line(write, &json!({ "line": l }).to_string())

@@ -3,8 +3,8 @@
 use super::{State, daemon, processes, unknown, unknown_unit};
 use crate::protocol::Reply;
 use corral_events::rows::PsReply;
-use corral_gateway::builtin::server_row;
 use corral_gateway::catalog::{Lookup, Route};
+use corral_gateway::tools::server_row;
 use corral_supervisor::ServerHandle;
 use serde_json::{Value, json};
 

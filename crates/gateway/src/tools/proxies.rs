@@ -5,9 +5,7 @@
 //! Offered with the process tools (a gateway that runs the project: the daemon's, and
 //! `corral mcp --standalone`), answered with the attached [`corral_proxy::Proxies`].
 
-use crate::builtin::Builtin;
-use crate::catalog::Catalog;
-use crate::procs::{count_arg, string_arg};
+use super::{Builtin, count_arg, string_arg};
 use corral_events::rows::ProxyRow;
 use corral_proxy::browser::{BrowserEntry, BrowserQuery};
 use corral_proxy::traffic::{TrafficEntry, TrafficQuery};
@@ -19,15 +17,15 @@ use std::fmt::Write as _;
 const DEFAULT_ENTRIES: usize = 30;
 
 /// What the proxy tools work on.
-pub struct Ctx<'a> {
-    pub proxies: &'a Proxies,
-    /// For the names agents see of the other tools.
-    pub catalog: &'a Catalog,
+struct Ctx<'a> {
+    proxies: &'a Proxies,
+    /// The names agents see of the other tools.
+    tools: &'a super::Ctx<'a>,
 }
 
 impl Ctx<'_> {
     fn tool(&self, b: Builtin) -> &str {
-        self.catalog.builtin_name(b).unwrap_or(b.name())
+        self.tools.name(b)
     }
 }
 
@@ -95,8 +93,9 @@ pub fn definition(b: Builtin) -> Value {
     }
 }
 
-/// Runs proxy tool `b`; returns a `tools/call` result.
-pub async fn call(b: Builtin, ctx: &Ctx<'_>, args: &Value) -> String {
+/// Runs proxy tool `b` on `proxies`; a `tools/call` result.
+pub async fn call(b: Builtin, proxies: &Proxies, tools: &super::Ctx<'_>, args: &Value) -> String {
+    let ctx = &Ctx { proxies, tools };
     let outcome = match b {
         Builtin::Proxies => Ok(list(ctx)),
         Builtin::ProxyStart => start(ctx, args).await,
@@ -341,15 +340,12 @@ mod tests {
     #[tokio::test]
     async fn an_agent_cannot_start_a_proxy_with_a_bad_name_or_a_non_loopback_listen() {
         let proxies = Proxies::new(EventBus::new(16));
-        let catalog = Catalog::default();
-        let ctx = Ctx {
-            proxies: &proxies,
-            catalog: &catalog,
-        };
+        let servers = Default::default();
+        let tools = super::super::Ctx::servers(&servers);
         let target = "http://127.0.0.1:9";
         for name in ["we\u{1b}]0;pwned\u{7}b", "a b", "", "x/y"] {
             let args = json!({"name": name, "target": target, "listen": "127.0.0.1:0"});
-            let text = error_text(&call(Builtin::ProxyStart, &ctx, &args).await);
+            let text = error_text(&call(Builtin::ProxyStart, &proxies, &tools, &args).await);
             assert!(
                 text.contains("may only contain") || text.contains("empty"),
                 "{text}"
@@ -358,7 +354,7 @@ mod tests {
         }
         for listen in ["0.0.0.0:0", "[::]:0", "192.0.2.1:0", "localhost:0"] {
             let args = json!({"name": "web", "target": target, "listen": listen});
-            let text = error_text(&call(Builtin::ProxyStart, &ctx, &args).await);
+            let text = error_text(&call(Builtin::ProxyStart, &proxies, &tools, &args).await);
             assert!(text.contains("loopback"), "{listen}: {text}");
             assert!(text.contains("corral.toml"), "{listen}: {text}");
         }
@@ -366,7 +362,8 @@ mod tests {
         for listen in ["127.0.0.1:0", "127.0.0.2:0", "[::1]:0"] {
             let args = json!({"name": "ok_name-1", "target": target, "listen": listen});
             let v: Value =
-                serde_json::from_str(&call(Builtin::ProxyStart, &ctx, &args).await).unwrap();
+                serde_json::from_str(&call(Builtin::ProxyStart, &proxies, &tools, &args).await)
+                    .unwrap();
             if listen == "[::1]:0" && v["isError"] == true {
                 continue; // no IPv6 on this machine
             }

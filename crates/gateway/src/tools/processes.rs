@@ -12,11 +12,10 @@
 //! not do what it was asked (an unknown process, a bad regex, a timeout, a process that
 //! exited while waited for) answers `isError`.
 
-use crate::builtin::Builtin;
-use crate::catalog::Catalog;
+use super::{Builtin, Project, count_arg, string_arg};
 use corral_config::{ProcessCommand, ProcessConfig};
 use corral_supervisor::output::{Limit, OutputLine, Query, Stream, StreamFilter};
-use corral_supervisor::{Life, ProcessHandle, Processes, ServerHandle, State};
+use corral_supervisor::{Life, ProcessHandle, Processes, State};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -40,20 +39,19 @@ const MAX_WAIT: Duration = Duration::from_secs(300);
 const DEFAULT_RESTART_WAIT: Duration = Duration::from_secs(30);
 
 /// What the process tools work on.
-pub struct Ctx<'a> {
-    pub processes: &'a Processes,
+struct Ctx<'a> {
+    processes: &'a Processes,
     /// The project root (ad-hoc `cwd`, alert locations).
-    pub root: &'a Path,
-    /// For the names agents see of the other tools.
-    pub catalog: &'a Catalog,
-    /// An ad-hoc process may not take a server's name (they would share a log file).
-    pub servers: &'a BTreeMap<String, ServerHandle>,
+    root: &'a Path,
+    /// The servers (an ad-hoc process may not take a server's name: they would share a
+    /// log file) and the names agents see of the other tools.
+    tools: &'a super::Ctx<'a>,
 }
 
 impl Ctx<'_> {
     /// The name agents see for built-in tool `b`.
     fn tool(&self, b: Builtin) -> &str {
-        self.catalog.builtin_name(b).unwrap_or(b.name())
+        self.tools.name(b)
     }
 }
 
@@ -169,8 +167,18 @@ pub fn definition(b: Builtin) -> Value {
     }
 }
 
-/// Runs process tool `b`; a `tools/call` result.
-pub async fn call(b: Builtin, ctx: &Ctx<'_>, args: &Value) -> String {
+/// Runs process tool `b` on `project`; a `tools/call` result.
+pub async fn call(
+    b: Builtin,
+    project: Project<'_>,
+    tools: &super::Ctx<'_>,
+    args: &Value,
+) -> String {
+    let ctx = &Ctx {
+        processes: project.processes,
+        root: project.root,
+        tools,
+    };
     let outcome = match b {
         Builtin::Processes => Ok(list(ctx)),
         Builtin::ProcessStart => start(ctx, args).await,
@@ -215,28 +223,8 @@ impl Answer {
 // ---------------------------------------------------------------------------------------
 // Arguments
 
-pub(crate) fn string_arg<'a>(args: &'a Value, key: &str) -> Result<Option<&'a str>, String> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(other) => Err(format!("`{key}` must be a string, not {other}")),
-    }
-}
-
 fn name_arg(args: &Value) -> Result<&str, String> {
     string_arg(args, "name")?.ok_or_else(|| "missing argument `name` (the process's name)".into())
-}
-
-pub(crate) fn count_arg(args: &Value, key: &str) -> Result<Option<usize>, String> {
-    match args.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_u64() {
-            Some(n) if n >= 1 => Ok(Some((n as usize).min(MAX_LINES))),
-            _ => Err(format!(
-                "`{key}` must be a whole number from 1 to {MAX_LINES}, not {v}"
-            )),
-        },
-    }
 }
 
 /// `timeout`: seconds (a number) or a duration string; at most [`MAX_WAIT`].
@@ -414,7 +402,7 @@ fn check_new_name(ctx: &Ctx<'_>, name: &str) -> Result<(), String> {
     if let Some(problem) = corral_config::name_problem("process", name) {
         return Err(format!("{problem} (`name` of a new process)"));
     }
-    if ctx.servers.contains_key(name) || name == "corral" {
+    if ctx.tools.servers.contains_key(name) || name == "corral" {
         return Err(format!(
             "'{name}' is the name of an MCP server here; pick another name for the process"
         ));
@@ -537,7 +525,7 @@ fn one_line(command: &str) -> String {
 
 /// Where an alert points, relative to the project root when inside it.
 fn location_text(ctx: &Ctx<'_>, alert: &corral_alerts::Alert) -> Option<String> {
-    crate::errors::alert_location(alert, Some(ctx.root))
+    super::errors::alert_location(alert, Some(ctx.root))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1117,7 +1105,6 @@ async fn wait(ctx: &Ctx<'_>, args: &Value) -> Result<Answer, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use corral_config::ToolPrefix;
 
     fn line(seq: u64, run: u32, stream: Stream, text: &str) -> OutputLine {
         OutputLine {
@@ -1186,38 +1173,5 @@ mod tests {
         );
         assert_eq!(secs(Duration::from_millis(500)), "0.5s");
         assert_eq!(secs(Duration::from_secs(30)), "30s");
-    }
-
-    #[test]
-    fn process_tools_are_listed_only_with_processes_and_named_as_exposed() {
-        let without = Catalog::build(std::iter::empty(), ToolPrefix::Always, true);
-        assert!(without.builtins.iter().all(|(b, _)| !b.is_process()));
-        assert!(
-            !without.list_json.contains("\"corral__process"),
-            "{}",
-            without.list_json
-        );
-        // `get_errors` is there either way, under its bare name.
-        assert_eq!(without.builtin_name(Builtin::GetErrors), Some("get_errors"));
-        let with = Catalog::build_with(std::iter::empty(), ToolPrefix::Always, true, true);
-        assert_eq!(
-            with.builtin_name(Builtin::ProcessWait),
-            Some("corral__process_wait")
-        );
-        assert!(
-            with.list_json.contains("are listed by `corral__processes`"),
-            "{}",
-            with.list_json
-        );
-        assert!(
-            with.where_to_look()
-                .contains("`corral__process_start` starts one")
-        );
-        let bare = Catalog::build_with(std::iter::empty(), ToolPrefix::Never, true, true);
-        assert_eq!(bare.builtin_name(Builtin::Processes), Some("processes"));
-        assert!(bare.where_to_look().contains("`process_output` shows"));
-        let off = Catalog::build_with(std::iter::empty(), ToolPrefix::Always, false, true);
-        assert!(off.builtins.is_empty());
-        assert!(!off.where_to_look().contains("process"));
     }
 }
