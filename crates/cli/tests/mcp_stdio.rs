@@ -380,3 +380,50 @@ fn builtin_tools_can_be_turned_off() {
         "{names:?}"
     );
 }
+
+/// A 2025 agent's roots reach a server: Corral declares `roots` upstream, a server's
+/// `roots/list` during the agent's call is asked of that agent and its answer returned
+/// to the server; the agent's `notifications/roots/list_changed` reaches the server. An
+/// agent that did not declare roots makes the server's request fail with a reason
+/// naming the capability (never a hang).
+#[test]
+fn an_agents_roots_reach_the_server_and_so_do_their_changes() {
+    let p = Project::new(
+        r#"
+[servers.fx]
+command = "{fixture}"
+args = ["--conformance"]
+"#,
+    );
+    let mut c = McpClient::start_with(&p, json!({"roots": {"listChanged": true}}));
+    let id = c.send_request(
+        "tools/call",
+        json!({"name": "fx__test_roots", "arguments": {}}),
+    );
+    let ask = c.wait_for("roots/list from corral", |m| m["method"] == "roots/list");
+    c.send(&json!({"jsonrpc": "2.0", "id": ask["id"],
+        "result": {"roots": [{"uri": "file:///work/app", "name": "app"}]}}));
+    let r = c.response(id);
+    assert_eq!(text(&r["result"]), "Roots: file:///work/app", "{r}");
+
+    c.notify("notifications/roots/list_changed", None);
+    let mut seen = String::new();
+    wait_until("the server logs the roots change", || {
+        let r = c.call(
+            "corral__server_logs",
+            json!({"server": "fx", "grep": "roots changed"}),
+        );
+        seen = text(&r).to_owned();
+        seen.contains("fixture: roots changed")
+    });
+
+    let mut other = McpClient::start(&p);
+    let r = other.call("fx__test_roots", json!({}));
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(
+        text(&r).contains("did not declare the 'roots' capability"),
+        "{r}"
+    );
+    assert!(other.close().success());
+    assert!(c.close().success());
+}
