@@ -255,9 +255,9 @@ struct Loaded {
     bridge: Memory,
 }
 
-/// `gateway-profile stdio|http N SECS`: starts one gateway, warms it up, prints its pid to
+/// `gateway-profile stdio|http|http-2026 N SECS`: starts one gateway, warms it up, prints its pid to
 /// stderr, waits [`PROFILE_ATTACH`] (time to attach `perf record -p PID`), then keeps N
-/// calls in flight (HTTP: N sessions) for SECS seconds and prints calls/s and the
+/// calls in flight (HTTP: N sessions; `http-2026`: N stateless 2026-07-28 clients) for SECS seconds and prints calls/s and the
 /// gateway's CPU per call. A helper for profiling, not a benchmark.
 pub fn profile(
     fixture: &Path,
@@ -281,10 +281,13 @@ pub fn profile(
             acc.measure(&pids, || c.pipelined(n, secs))?;
             c.stop();
         }
-        "http" => {
+        "http" | "http-2026" => {
             let gw = HttpGateway::start(corral, &config)?;
             let mut sessions = (0..n)
-                .map(|_| gw.session("fx__echo"))
+                .map(|_| match route {
+                    "http" => gw.session("fx__echo"),
+                    _ => Ok(gw.stateless("fx__echo")),
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             for s in &mut sessions {
                 s.sequential(WARMUP / n.max(1))?;

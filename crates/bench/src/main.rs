@@ -95,9 +95,10 @@ OPTIONS:
     -h, --help      print this help
 
 PROFILING:
-    corral-bench gateway-profile stdio|http N SECS
+    corral-bench gateway-profile stdio|http|http-2026 N SECS
                     start one gateway, print its pid, wait 1 s (attach `perf record -p`),
-                    keep N calls in flight (HTTP: N sessions) for SECS s, print calls/s
+                    keep N calls in flight (HTTP: N sessions; http-2026: N
+                    stateless clients) for SECS s, print calls/s
                     and CPU per call
 
 The fixture server (corral-fixture) and, for `gateway` and `peers`, the `corral` binary
@@ -117,7 +118,7 @@ fn gateway_profile(args: &[String]) -> ExitCode {
         args.get(1).and_then(|v| v.parse::<usize>().ok()),
         args.get(2).and_then(|v| v.parse::<f64>().ok()),
     ) else {
-        eprintln!("corral-bench: usage: gateway-profile stdio|http N SECS\n\n{USAGE}");
+        eprintln!("corral-bench: usage: gateway-profile stdio|http|http-2026 N SECS\n\n{USAGE}");
         return ExitCode::from(2);
     };
     let result = util::fixture_path().and_then(|fixture| {
