@@ -275,6 +275,50 @@ impl Connection {
         .await
     }
 
+    /// A long-lived request (`subscriptions/listen`): it takes no concurrency permit —
+    /// it would hold one for its whole life and starve the calls of a server with
+    /// `max_concurrency` — and has no deadline, since it is answered only when the
+    /// server ends it. Its notifications reach the [`StdoutSink`] like any other.
+    /// Dropping the future withdraws it: the server gets `notifications/cancelled`,
+    /// which is how a stdio client ends a listen.
+    pub async fn long_lived(&self, method: &str, params: &str) -> Result<Box<RawValue>, RpcError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.pending.lock().unwrap();
+            if let Some(reason) = &pending.closed {
+                return Err(RpcError::Closed(reason.clone()));
+            }
+            pending.waiters.insert(id, tx);
+        }
+        let mut guard = InFlight {
+            conn: self,
+            id,
+            done: false,
+        };
+        let mut line = String::with_capacity(64 + params.len());
+        let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},"method":"#);
+        push_json_str(&mut line, method);
+        let params_at = line.len();
+        line.push_str(r#","params":"#);
+        push_single_line(&mut line, params);
+        if let Some(meta) = self.meta.get() {
+            stamp_meta(&mut line, params_at, meta);
+        }
+        line.push_str("}\n");
+        if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
+            guard.done = true;
+            self.pending.lock().unwrap().waiters.remove(&id);
+            return Err(self.closed_error_settled().await);
+        }
+        let reply = rx.await;
+        guard.done = true;
+        match reply {
+            Ok(reply) => reply,
+            Err(_) => Err(self.closed_error_settled().await),
+        }
+    }
+
     async fn request_inner(
         &self,
         method: &str,
