@@ -648,6 +648,18 @@ impl HttpGateway {
                 );
             }
         }
+        if method == "subscriptions/listen" && !accepts_sse {
+            return full(
+                400,
+                "application/json",
+                jsonrpc::error(
+                    Some(id),
+                    jsonrpc::INVALID_REQUEST,
+                    "subscriptions/listen streams its notifications: send Accept: \
+                     application/json, text/event-stream",
+                ),
+            );
+        }
         let name = modern::name_of(method, request.params.as_deref());
         if let Err(why) = modern::check_headers(
             header(req, "mcp-protocol-version"),
@@ -745,6 +757,10 @@ impl HttpGateway {
             loop {
                 tokio::select! {
                     biased;
+                    // The client closed the stream: for a 2026-07-28 request that is its
+                    // cancellation (how a listen ends). Dropping the request's future
+                    // cancels what it forwarded.
+                    () = tx.closed() => break,
                     m = related_rx.recv() => match m {
                         Some(m) => { let _ = tx.send(sse_event(&m, None)); }
                         None => break,

@@ -35,6 +35,7 @@ pub mod http;
 pub use corral_httpd as httpd;
 mod hub;
 pub mod jsonrpc;
+mod listen;
 pub mod modern;
 pub mod naming;
 pub mod procs;
