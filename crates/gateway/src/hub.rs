@@ -697,7 +697,9 @@ impl Hub {
             return;
         };
         self.listens_resource_updated(&uri, params);
-        let msg = jsonrpc::notification("notifications/resources/updated", params);
+        // What came on Corral's listen to a modern server carries that listen's id.
+        let params = crate::listen::untagged(params);
+        let msg = jsonrpc::notification("notifications/resources/updated", params.as_deref());
         let sessions: Vec<Arc<SessionShared>> =
             self.sessions.lock().unwrap().values().cloned().collect();
         for s in sessions {

@@ -157,6 +157,23 @@ fn tagged(params: Option<&str>, id: &RawValue) -> String {
     Value::Object(p).to_string()
 }
 
+/// `params` without the upstream `_meta[subscriptionId]` (of Corral's own listen to a
+/// modern server), for a 2025 session; untouched (and unparsed) when it has none.
+pub(crate) fn untagged(params: Option<&str>) -> Option<std::borrow::Cow<'_, str>> {
+    let p = params?;
+    if memmem::find(p.as_bytes(), SUBSCRIPTION_ID_KEY.as_bytes()).is_none() {
+        return Some(std::borrow::Cow::Borrowed(p));
+    }
+    let mut v: Map<String, Value> = serde_json::from_str(p).ok()?;
+    if let Some(meta) = v.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(SUBSCRIPTION_ID_KEY);
+        if meta.is_empty() {
+            v.remove("_meta");
+        }
+    }
+    Some(std::borrow::Cow::Owned(Value::Object(v).to_string()))
+}
+
 impl Hub {
     /// A list changed (`method` is its `notifications/*/list_changed`): every 2025
     /// session is told unsolicited, every listen that opted in on its stream.
@@ -414,11 +431,6 @@ impl Session {
             hub,
             uris: Vec::new(),
         };
-        if asked.uris.as_ref().is_some_and(|u| !u.is_empty()) {
-            // Which server owns a URI is learned from the servers' listings: wait for
-            // those still starting.
-            hub.await_starting().await;
-        }
         for uri in asked.uris.iter().flatten() {
             if held.uris.contains(uri) {
                 continue;
@@ -517,6 +529,10 @@ mod tests {
             t,
             json!({"uri": "a://x", "_meta": {SUBSCRIPTION_ID_KEY: "l-1"}})
         );
+        let back = untagged(Some(&tagged(Some(r#"{"uri":"a://x"}"#), &raw("\"l-1\""))))
+            .unwrap()
+            .into_owned();
+        assert_eq!(back, r#"{"uri":"a://x"}"#);
         let t: Value = serde_json::from_str(&tagged(None, &raw("7"))).unwrap();
         assert_eq!(t, json!({"_meta": {SUBSCRIPTION_ID_KEY: 7}}));
         let p = raw(r#"{"_meta":{"io.modelcontextprotocol/logLevel":"warning"}}"#);

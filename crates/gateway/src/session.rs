@@ -785,7 +785,9 @@ impl Session {
         if candidates.len() == 1 {
             return candidates.into_iter().next();
         }
-        // Learn the routes, then look again.
+        // Learn the routes (from every server, those still starting too), then look
+        // again.
+        self.hub.await_starting().await;
         self.learn_routes("resources/list", "resources", "resources")
             .await;
         self.learn_routes("resources/templates/list", "resourceTemplates", "resources")
