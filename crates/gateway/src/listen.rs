@@ -52,8 +52,9 @@ impl Filter {
     /// The filter of a listen's `params.notifications`; `Err` says what is wrong.
     pub(crate) fn parse(params: Option<&RawValue>) -> Result<Filter, String> {
         #[derive(Deserialize)]
-        struct P {
-            notifications: Option<F>,
+        struct P<'a> {
+            #[serde(borrow)]
+            notifications: Option<&'a RawValue>,
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -70,10 +71,12 @@ impl Filter {
         const USAGE: &str = "subscriptions/listen needs params.notifications, an object with \
              any of toolsListChanged, promptsListChanged, resourcesListChanged (booleans) and \
              resourceSubscriptions (an array of resource URIs)";
-        let p: P = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
+        let f: F = params
+            .and_then(|p| serde_json::from_str::<P<'_>>(p.get()).ok())
+            .and_then(|p| p.notifications)
+            .filter(|n| n.get().starts_with('{'))
+            .and_then(|n| serde_json::from_str(n.get()).ok())
             .ok_or_else(|| USAGE.to_owned())?;
-        let f = p.notifications.ok_or_else(|| USAGE.to_owned())?;
         Ok(Filter {
             tools: f.tools_list_changed.unwrap_or(false),
             prompts: f.prompts_list_changed.unwrap_or(false),

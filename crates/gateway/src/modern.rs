@@ -196,10 +196,7 @@ pub fn method_error(id: &RawValue, name: &str, kind: Method) -> Vec<u8> {
             "method not found: {name} does not exist in MCP 2026-07-28 (it is served only in \
              an initialize session)"
         ),
-        Method::NotYet => format!(
-            "method not found: Corral does not serve {name} yet; list changes reach \
-             2025 sessions (initialize) only"
-        ),
+        Method::NotYet => format!("method not found: Corral does not serve {name} yet"),
         _ => format!("method not found: {name}"),
     };
     jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &msg)

@@ -172,6 +172,8 @@ pub struct Connection {
     meta: std::sync::OnceLock<Box<str>>,
     /// Flushes to the child's stdin that succeeded (whatever was queued is in the pipe).
     flushed: Arc<AtomicU64>,
+    /// [`Connection::long_lived`] requests open: not counted as calls in flight.
+    long_lived: AtomicU64,
 }
 
 /// How long a request that found the connection broken waits for the reason.
@@ -204,6 +206,7 @@ impl Connection {
             framing_reported: AtomicBool::new(false),
             closed_notify: Notify::new(),
             meta: std::sync::OnceLock::new(),
+            long_lived: AtomicU64::new(0),
         });
         let writer = write_loop(stdin, rx, flushed);
         let reader = read_loop(stdout, conn.clone(), sink);
@@ -282,6 +285,12 @@ impl Connection {
     /// Dropping the future withdraws it: the server gets `notifications/cancelled`,
     /// which is how a stdio client ends a listen.
     pub async fn long_lived(&self, method: &str, params: &str) -> Result<Box<RawValue>, RpcError> {
+        struct Open<'a>(&'a AtomicU64);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
@@ -290,7 +299,9 @@ impl Connection {
                 return Err(RpcError::Closed(reason.clone()));
             }
             pending.waiters.insert(id, tx);
+            self.long_lived.fetch_add(1, Ordering::Relaxed);
         }
+        let _open = Open(&self.long_lived);
         let mut guard = InFlight {
             conn: self,
             id,
@@ -451,9 +462,11 @@ impl Connection {
         self.me.clone()
     }
 
-    /// Number of requests waiting for an answer.
+    /// Number of requests waiting for an answer (a long-lived listen is not a call in
+    /// flight).
     pub fn in_flight(&self) -> usize {
-        self.pending.lock().unwrap().waiters.len()
+        let waiting = self.pending.lock().unwrap().waiters.len();
+        waiting.saturating_sub(self.long_lived.load(Ordering::Relaxed) as usize)
     }
 
     fn closed_error(&self) -> RpcError {
