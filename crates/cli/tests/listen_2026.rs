@@ -199,8 +199,8 @@ impl Drop for Stdio2026 {
 }
 
 /// The exposed name of Corral's `restart_server` tool.
-fn restart_tool(c: &mut Stdio2026) -> String {
-    let (r, _) = c.call("tools/list", modern(json!({}), &[]));
+fn restart_tool(c: &mut Stdio2026, params: Value) -> String {
+    let (r, _) = c.call("tools/list", params);
     names(&r["result"]["tools"])
         .into_iter()
         .find(|n| n.ends_with("restart_server"))
@@ -282,7 +282,7 @@ fn stdio_listens_are_acknowledged_tagged_independent_and_ended() {
         m["method"] == "notifications/tools/list_changed" && subscription(m) == Some(&json!("a"))
     });
     // A server stopping and becoming ready again is a change of Corral's catalog.
-    let restart = restart_tool(&mut c);
+    let restart = restart_tool(&mut c, modern(json!({}), &[]));
     let from = c.seen.len();
     c.call(
         "tools/call",
@@ -442,9 +442,59 @@ fn a_2025_session_gets_a_modern_servers_changes_unsolicited() {
         "{:#?}",
         c.seen
     );
+    // A restarted modern server gets a listen of its own, with the subscriptions held.
+    let listens_with_watched = |p: &Project| {
+        server_log(p, "mfx")
+            .lines()
+            .filter(|l| l.contains("fixture: listen ") && l.contains("fixture://watched"))
+            .count()
+    };
+    let before_restart = listens_with_watched(&p);
+    let restart = restart_tool(&mut c, json!({}));
+    let (r, _) = c.call(
+        "tools/call",
+        json!({"name": restart, "arguments": {"server": "mfx"}}),
+    );
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    wait_until("the new mfx instance's listen", || {
+        listens_with_watched(&p) > before_restart
+    });
+    let (_, before) = c.call(
+        "tools/call",
+        json!({"name": "mfx__notify", "arguments": {"count": 1, "uri": "fixture://watched"}}),
+    );
+    assert!(
+        before
+            .iter()
+            .any(|m| m["method"] == "notifications/resources/updated"),
+        "{before:#?}"
+    );
+
     let (r, _) = c.call("resources/unsubscribe", json!({"uri": "fixture://watched"}));
     assert_eq!(r["result"], json!({}), "{r}");
     wait_upstream_filter(&p, &[]);
+}
+
+/// `corral mcp --standalone` stopped (SIGTERM) answers the listens still open and, on
+/// stdio, cancels them.
+#[test]
+fn a_stopping_corral_answers_open_listens() {
+    let p = Project::new(CONFIG);
+    let mut c = Stdio2026::start(&p);
+    c.listen("z", json!({"toolsListChanged": true}));
+    unsafe {
+        libc::kill(c.child.id() as i32, libc::SIGTERM);
+    }
+    let end = c.until("the answer to listen z", |m| is_response(m, &json!("z")));
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    assert_eq!(end["result"]["_meta"][SUB], "z", "{end}");
+    assert!(
+        c.seen
+            .iter()
+            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == "z"),
+        "{:#?}",
+        c.seen
+    );
 }
 
 /// The TypeScript client 2.4 pinned to 2026-07-28 opens a listen (`client.listen`) and
