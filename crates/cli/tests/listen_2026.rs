@@ -781,3 +781,61 @@ fn http_listens_stream_until_the_client_closes_them_or_corral_shuts_down() {
     );
     let _ = up.child.wait();
 }
+
+/// A listen's `resourceSubscriptions` on a 2025 server's resource: one upstream
+/// `resources/subscribe` however many hold it, `resources/unsubscribe` when the last
+/// one goes; updates onto each listen that holds it.
+#[test]
+fn listens_hold_a_2025_servers_resource_refcounted() {
+    let p = Project::new("[servers.leg]\ncommand = \"{fixture}\"\nargs = [\"--conformance\"]\n");
+    let mut c = Stdio2026::start(&p);
+    const URI: &str = "test://watched-resource";
+    let count = |p: &Project, what: &str| {
+        server_log(p, "leg")
+            .lines()
+            .filter(|l| l.ends_with(&format!("fixture: {what} {URI}")))
+            .count()
+    };
+    for id in ["r1", "r2"] {
+        let ack = c.listen(id, json!({"resourceSubscriptions": [URI]}));
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({"resourceSubscriptions": [URI]})
+        );
+    }
+    assert_eq!(
+        count(&p, "resources/subscribe"),
+        1,
+        "{}",
+        server_log(&p, "leg")
+    );
+    let from = c.seen.len();
+    c.call(
+        "tools/call",
+        modern(
+            json!({"name": "leg__notify", "arguments": {"count": 1, "uri": URI}}),
+            &[],
+        ),
+    );
+    c.wait_tagged(from, "r1", "notifications/resources/updated", 1);
+    c.wait_tagged(from, "r2", "notifications/resources/updated", 1);
+
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "r1"}}));
+    // The other listen still holds it: the update still comes, to r2 alone.
+    let from = c.seen.len();
+    c.call(
+        "tools/call",
+        modern(
+            json!({"name": "leg__notify", "arguments": {"count": 1, "uri": URI}}),
+            &[],
+        ),
+    );
+    c.wait_tagged(from, "r2", "notifications/resources/updated", 1);
+    assert!(c.tagged(from, "r1").is_empty(), "{:#?}", c.seen);
+    assert_eq!(count(&p, "resources/unsubscribe"), 0);
+    c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "r2"}}));
+    wait_until("resources/unsubscribe upstream", || {
+        count(&p, "resources/unsubscribe") == 1
+    });
+    assert_eq!(count(&p, "resources/subscribe"), 1);
+}
