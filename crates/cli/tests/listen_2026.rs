@@ -442,6 +442,26 @@ fn a_2025_session_gets_a_modern_servers_changes_unsolicited() {
         "{:#?}",
         c.seen
     );
+    // Requests other than tools/call carry the level too.
+    let read_logs = |c: &mut Stdio2026| -> usize {
+        let (r, before) = c.call("resources/read", json!({"uri": "fixture://watched"}));
+        assert_eq!(
+            r["result"]["contents"][0]["text"], "fixture://watched",
+            "{r}"
+        );
+        before
+            .iter()
+            .filter(|m| m["method"] == "notifications/message")
+            .count()
+    };
+    assert_eq!(
+        read_logs(&mut c),
+        0,
+        "the fixture logs reads at info, below warning"
+    );
+    c.call("logging/setLevel", json!({"level": "info"}));
+    assert_eq!(read_logs(&mut c), 1, "{:#?}", c.seen);
+
     // A restarted modern server gets a listen of its own, with the subscriptions held.
     let listens_with_watched = |p: &Project| {
         server_log(p, "mfx")
@@ -820,6 +840,33 @@ fn listens_hold_a_2025_servers_resource_refcounted() {
     c.wait_tagged(from, "r1", "notifications/resources/updated", 1);
     c.wait_tagged(from, "r2", "notifications/resources/updated", 1);
 
+    // A restarted 2025 server is subscribed again.
+    let (r, _) = c.call("tools/list", modern(json!({}), &[]));
+    let restart = names(&r["result"]["tools"])
+        .into_iter()
+        .find(|n| n.ends_with("restart_server"))
+        .unwrap()
+        .to_owned();
+    c.call(
+        "tools/call",
+        modern(
+            json!({"name": restart, "arguments": {"server": "leg"}}),
+            &[],
+        ),
+    );
+    wait_until("the new leg instance subscribed", || {
+        count(&p, "resources/subscribe") == 2
+    });
+    let from = c.seen.len();
+    c.call(
+        "tools/call",
+        modern(
+            json!({"name": "leg__notify", "arguments": {"count": 1, "uri": URI}}),
+            &[],
+        ),
+    );
+    c.wait_tagged(from, "r1", "notifications/resources/updated", 1);
+
     c.send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "r1"}}));
     // The other listen still holds it: the update still comes, to r2 alone.
     let from = c.seen.len();
@@ -837,5 +884,5 @@ fn listens_hold_a_2025_servers_resource_refcounted() {
     wait_until("resources/unsubscribe upstream", || {
         count(&p, "resources/unsubscribe") == 1
     });
-    assert_eq!(count(&p, "resources/subscribe"), 1);
+    assert_eq!(count(&p, "resources/subscribe"), 2);
 }

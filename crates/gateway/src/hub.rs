@@ -763,6 +763,10 @@ async fn watch_events(hub: std::sync::Weak<Hub>, mut events: broadcast::Receiver
             continue;
         };
         hub.rebuild();
+        if kind == Kind::ServerReady {
+            // A new instance knows nothing of the subscriptions agents hold.
+            hub.resubscribe(server);
+        }
         if kind != Kind::ServerToolsChanged {
             for (cap, method) in [
                 ("resources", "notifications/resources/list_changed"),

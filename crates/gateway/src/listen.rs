@@ -277,6 +277,28 @@ impl Hub {
         });
     }
 
+    /// Subscribes a new instance of `server` to the URIs agents hold on it: a legacy
+    /// one with `resources/subscribe` (in the background); a modern one reads them when
+    /// it opens its listen.
+    pub(crate) fn resubscribe(&self, server: &str) {
+        let Some(h) = self.servers().get(server).cloned() else {
+            return;
+        };
+        if h.era() == Some(Era::Modern) {
+            return;
+        }
+        let uris = self.held_uris(server);
+        if uris.is_empty() {
+            return;
+        }
+        tokio::spawn(async move {
+            for uri in uris {
+                let params = json!({ "uri": uri }).to_string();
+                let _ = h.request_json("resources/subscribe", Some(&params)).await;
+            }
+        });
+    }
+
     /// The URIs held on `server`, sorted (the filter of Corral's listen to it).
     fn held_uris(&self, server: &str) -> Vec<String> {
         let held = self.listens.held.lock().unwrap();
@@ -379,6 +401,25 @@ pub(crate) fn with_log_level(
     m.entry(LOG_LEVEL_KEY)
         .or_insert_with(|| Value::String(name.to_owned()));
     Some(Value::Object(m).to_string())
+}
+
+/// [`with_log_level`] for a forwarded request's whole params (`prompts/get`,
+/// `resources/read`, …): `Some` only when `logLevel` was added.
+pub(crate) fn params_with_log_level(
+    params: Option<&RawValue>,
+    session: &SessionShared,
+    server: &corral_supervisor::ServerHandle,
+) -> Option<Box<RawValue>> {
+    session.asked_log_level()?;
+    let mut p: Map<String, Value> = match params {
+        Some(p) => serde_json::from_str(p.get()).ok()?,
+        None => Map::new(),
+    };
+    let meta = p.get("_meta").map(Value::to_string);
+    let meta =
+        with_log_level(meta.clone(), session, server).filter(|m| Some(m) != meta.as_ref())?;
+    p.insert("_meta".into(), serde_json::from_str(&meta).ok()?);
+    RawValue::from_string(Value::Object(p).to_string()).ok()
 }
 
 /// The level a modern request's `_meta` asks logs for (`None`: no logs).

@@ -984,6 +984,9 @@ impl Session {
             );
         };
         let _call = self.hub.begin_call(server, self.shared.id, id);
+        // A 2025 agent's logging/setLevel reaches a modern server as `_meta` logLevel.
+        let leveled = crate::listen::params_with_log_level(params, &self.shared, &h);
+        let params = leveled.as_deref().or(params);
         reply(id, h.request(method, params).await, |e| {
             let msg = agent_message(&e, &self.hub.catalog());
             jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
