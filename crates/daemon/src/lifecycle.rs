@@ -307,6 +307,9 @@ pub async fn run(
     }
 
     state.shutdown.cancel();
+    // Agents' open subscriptions/listen are answered now, while their connections are
+    // still there to carry the answer.
+    state.hub.end_listens(None, "shutdown");
     drop(control);
     let _ = std::fs::remove_file(&state.paths.socket);
     state.proxies.stop_all().await;

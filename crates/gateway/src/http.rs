@@ -648,6 +648,18 @@ impl HttpGateway {
                 );
             }
         }
+        if method == "subscriptions/listen" && !accepts_sse {
+            return full(
+                400,
+                "application/json",
+                jsonrpc::error(
+                    Some(id),
+                    jsonrpc::INVALID_REQUEST,
+                    "subscriptions/listen streams its notifications: send Accept: \
+                     application/json, text/event-stream",
+                ),
+            );
+        }
         let name = modern::name_of(method, request.params.as_deref());
         if let Err(why) = modern::check_headers(
             header(req, "mcp-protocol-version"),
@@ -694,6 +706,9 @@ impl HttpGateway {
                 .then(|| (self.hub.clone(), hs.session.id())),
         );
         let key = request.id.get().to_owned();
+        // Closing a 2026-07-28 request's stream cancels it (how a listen ends); a 2025
+        // client's disconnect is not a cancellation (its call runs to the end).
+        let cancel_on_close = modern.is_some();
         let (related_tx, mut related_rx) = mpsc::unbounded_channel::<Vec<u8>>();
         if accepts_sse {
             let mut streams = hs.out.streams.lock().unwrap();
@@ -745,6 +760,10 @@ impl HttpGateway {
             loop {
                 tokio::select! {
                     biased;
+                    // The client closed the stream of a 2026-07-28 request: its
+                    // cancellation. Dropping the request's future cancels what it
+                    // forwarded.
+                    () = tx.closed(), if cancel_on_close => break,
                     m = related_rx.recv() => match m {
                         Some(m) => { let _ = tx.send(sse_event(&m, None)); }
                         None => break,

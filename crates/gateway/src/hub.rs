@@ -75,6 +75,9 @@ pub struct Hub {
     proxies: std::sync::OnceLock<corral_proxy::Proxies>,
     /// `[errors] ignore`, for `get_errors` ([`Hub::set_error_noise`]).
     error_noise: RwLock<Vec<String>>,
+    /// Open `subscriptions/listen`s, resource subscriptions held upstream, and logs
+    /// scoped to modern requests ([`crate::listen`]).
+    pub(crate) listens: crate::listen::Listens,
 }
 
 /// What the process tools work on.
@@ -128,6 +131,7 @@ impl Hub {
                 processes: std::sync::OnceLock::new(),
                 proxies: std::sync::OnceLock::new(),
                 error_noise: RwLock::new(Vec::new()),
+                listens: Default::default(),
             }
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
@@ -223,6 +227,12 @@ impl Hub {
         if let Some(ev) = shared.disconnected_event(reason) {
             self.bus.emit(ev);
         }
+        // Its listens are answered (so a stdio session's writer can finish), and the
+        // resources it subscribed to are let go.
+        self.end_listens(Some(id), reason_static(reason));
+        for uri in shared.take_subscriptions() {
+            self.release_resource(&uri);
+        }
         self.progress.lock().unwrap().retain(|_, r| r.session != id);
         let orphaned: Vec<Responder> = {
             let mut reqs = self.client_requests.lock().unwrap();
@@ -288,14 +298,8 @@ impl Hub {
         self.template_routes.lock().unwrap().clear();
         self.prompt_routes.lock().unwrap().clear();
         self.rebuild();
-        self.broadcast(&jsonrpc::notification(
-            "notifications/resources/list_changed",
-            None,
-        ));
-        self.broadcast(&jsonrpc::notification(
-            "notifications/prompts/list_changed",
-            None,
-        ));
+        self.list_changed("notifications/resources/list_changed");
+        self.list_changed("notifications/prompts/list_changed");
     }
 
     fn pump(self: &Arc<Self>, handle: &ServerHandle) {
@@ -338,10 +342,7 @@ impl Hub {
             changed
         };
         if changed {
-            self.broadcast(&jsonrpc::notification(
-                "notifications/tools/list_changed",
-                None,
-            ));
+            self.list_changed("notifications/tools/list_changed");
         }
     }
 
@@ -583,7 +584,7 @@ impl Hub {
             "notifications/message" => self.route_log(server, params),
             "notifications/resources/updated" => self.route_resource_updated(params),
             "notifications/resources/list_changed" | "notifications/prompts/list_changed" => {
-                self.broadcast(&jsonrpc::notification(&note.method, None));
+                self.list_changed(&note.method);
             }
             // tools/list_changed: the supervisor re-reads the tools and emits
             // server.tools_changed, which rebuilds the catalog.
@@ -645,6 +646,14 @@ impl Hub {
         let msg =
             jsonrpc::notification("notifications/message", Some(&Value::Object(p).to_string()));
         let call = self.latest_call(server);
+        // A modern request gets the logs of its call when it asked for them (`_meta`
+        // logLevel), on its own stream only; modern sessions get nothing else.
+        if let Some((sid, request)) = &call
+            && self.log_wanted(*sid, request, level)
+            && let Some(s) = self.session(*sid)
+        {
+            s.send(msg.clone(), Some(request));
+        }
         let sessions: Vec<Arc<SessionShared>> =
             self.sessions.lock().unwrap().values().cloned().collect();
         for s in sessions {
@@ -663,7 +672,10 @@ impl Hub {
         let Some(uri) = jsonrpc::str_member(params, "uri") else {
             return;
         };
-        let msg = jsonrpc::notification("notifications/resources/updated", params);
+        self.listens_resource_updated(&uri, params);
+        // What came on Corral's listen to a modern server carries that listen's id.
+        let params = crate::listen::untagged(params);
+        let msg = jsonrpc::notification("notifications/resources/updated", params.as_deref());
         let sessions: Vec<Arc<SessionShared>> =
             self.sessions.lock().unwrap().values().cloned().collect();
         for s in sessions {
@@ -727,13 +739,17 @@ async fn watch_events(hub: std::sync::Weak<Hub>, mut events: broadcast::Receiver
             continue;
         };
         hub.rebuild();
+        if kind == Kind::ServerReady {
+            // A new instance knows nothing of the subscriptions agents hold.
+            hub.resubscribe(server);
+        }
         if kind != Kind::ServerToolsChanged {
             for (cap, method) in [
                 ("resources", "notifications/resources/list_changed"),
                 ("prompts", "notifications/prompts/list_changed"),
             ] {
                 if hub.server_has(server, cap) {
-                    hub.broadcast(&jsonrpc::notification(method, None));
+                    hub.list_changed(method);
                 }
             }
         }
@@ -768,3 +784,13 @@ async fn pump_requests(
 
 /// How long a fan-out to every server may take at most, whatever their call timeouts.
 pub(crate) const FAN_OUT_LIMIT: Duration = Duration::from_secs(30);
+
+/// The reason a session closed, as the `'static` text a listen's end carries.
+fn reason_static(reason: &str) -> &'static str {
+    match reason {
+        "shutdown" => "shutdown",
+        "deleted" => "the session was deleted",
+        "expired" => "the session expired",
+        _ => "the session closed",
+    }
+}

@@ -34,6 +34,7 @@ pub mod http;
 pub use corral_httpd as httpd;
 mod hub;
 pub mod jsonrpc;
+mod listen;
 pub mod modern;
 pub mod naming;
 

@@ -178,13 +178,13 @@ pub fn method(name: &str) -> Method {
         | "resources/read"
         | "prompts/list"
         | "prompts/get"
-        | "completion/complete" => Method::Served,
+        | "completion/complete"
+        | "subscriptions/listen" => Method::Served,
         "initialize"
         | "ping"
         | "logging/setLevel"
         | "resources/subscribe"
         | "resources/unsubscribe" => Method::Removed,
-        "subscriptions/listen" => Method::NotYet,
         _ => Method::Unknown,
     }
 }
@@ -196,10 +196,7 @@ pub fn method_error(id: &RawValue, name: &str, kind: Method) -> Vec<u8> {
             "method not found: {name} does not exist in MCP 2026-07-28 (it is served only in \
              an initialize session)"
         ),
-        Method::NotYet => format!(
-            "method not found: Corral does not serve {name} yet; list changes reach \
-             2025 sessions (initialize) only"
-        ),
+        Method::NotYet => format!("method not found: Corral does not serve {name} yet"),
         _ => format!("method not found: {name}"),
     };
     jsonrpc::error(Some(id), jsonrpc::METHOD_NOT_FOUND, &msg)
@@ -335,9 +332,15 @@ pub fn discover_result(instructions: &str) -> String {
     serde_json::json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        // What Corral's aggregate serves to a stateless request: no list-change or
-        // resource subscriptions (subscriptions/listen is not served yet), no logging.
-        "capabilities": {"tools": {}, "resources": {}, "prompts": {}, "completions": {}},
+        // What Corral's aggregate serves to a stateless request: list changes and
+        // resource updates on subscriptions/listen, logs per request (`_meta` logLevel).
+        "capabilities": {
+            "tools": {"listChanged": true},
+            "resources": {"subscribe": true, "listChanged": true},
+            "prompts": {"listChanged": true},
+            "logging": {},
+            "completions": {},
+        },
         "serverInfo": {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")},
         "instructions": instructions,
         "ttlMs": 0,

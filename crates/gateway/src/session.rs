@@ -38,6 +38,9 @@ pub struct SessionShared {
     client: Mutex<Option<String>>,
     initialized: AtomicBool,
     log_level: AtomicU8,
+    /// The agent set `log_level` (`logging/setLevel`): a modern server, which has no
+    /// setLevel, gets it in each call's `_meta` instead.
+    level_asked: AtomicBool,
     caps: Mutex<Value>,
     protocol: Mutex<Option<String>>,
     subscriptions: Mutex<HashSet<String>>,
@@ -82,6 +85,16 @@ impl SessionShared {
         }
     }
 
+    /// How the agent is connected (`stdio`, `http`).
+    pub(crate) fn transport(&self) -> &'static str {
+        self.transport
+    }
+
+    /// The resources this (2025) session subscribed to, now let go of (it closed).
+    pub(crate) fn take_subscriptions(&self) -> Vec<String> {
+        self.subscriptions.lock().unwrap().drain().collect()
+    }
+
     /// Whether the agent declared client capability `cap` (`sampling`, …).
     pub fn supports(&self, cap: &str) -> bool {
         cap.is_empty() || self.caps.lock().unwrap().get(cap).is_some()
@@ -89,6 +102,13 @@ impl SessionShared {
 
     pub fn log_level(&self) -> u8 {
         self.log_level.load(Ordering::Relaxed)
+    }
+
+    /// The level the agent asked for with `logging/setLevel`, if it did.
+    pub(crate) fn asked_log_level(&self) -> Option<u8> {
+        self.level_asked
+            .load(Ordering::Relaxed)
+            .then(|| self.log_level())
     }
 
     pub fn is_subscribed(&self, uri: &str) -> bool {
@@ -157,6 +177,7 @@ impl Session {
                 client: Mutex::new(None),
                 initialized: AtomicBool::new(false),
                 log_level: AtomicU8::new(level_rank("info")),
+                level_asked: AtomicBool::new(false),
                 caps: Mutex::new(Value::Null),
                 protocol: Mutex::new(None),
                 subscriptions: Mutex::new(HashSet::new()),
@@ -172,6 +193,10 @@ impl Session {
 
     pub(crate) fn shared(&self) -> &Arc<SessionShared> {
         &self.shared
+    }
+
+    pub(crate) fn hub(&self) -> &Arc<Hub> {
+        &self.hub
     }
 
     /// The protocol version agreed at initialize.
@@ -373,6 +398,12 @@ impl Session {
         if method == "server/discover" {
             return jsonrpc::result(id, &modern::discover_result(&self.instructions()));
         }
+        if method == "subscriptions/listen" {
+            return self.listen(id, params.as_deref()).await;
+        }
+        // Server logs reach this request only if it asked (`_meta` logLevel).
+        let _logs = crate::listen::requested_log_level(params.as_deref())
+            .map(|level| self.scope_logs(id, level));
         let response = self.request(id, method, params).await;
         modern::stamp(response, id, modern::cacheable(method))
     }
@@ -589,6 +620,8 @@ impl Session {
             }
             Value::Object(meta).to_string()
         });
+        // A 2025 agent's logging/setLevel reaches a modern server as `_meta` logLevel.
+        let meta = crate::listen::with_log_level(meta, &self.shared, handle);
         let all = params.as_deref().map_or("", RawValue::get);
         // Where the arguments are in the agent's params (they were parsed from them).
         let args = p.arguments.map(|a| {
@@ -746,7 +779,7 @@ impl Session {
 
     /// The server owning resource `uri`: from listings, then templates, then the only
     /// server with resources; else it asks for a listing first.
-    async fn resource_server(&self, uri: &str) -> Option<String> {
+    pub(crate) async fn resource_server(&self, uri: &str) -> Option<String> {
         if let Some(s) = self.lookup_resource(uri) {
             return Some(s);
         }
@@ -760,7 +793,9 @@ impl Session {
         if candidates.len() == 1 {
             return candidates.into_iter().next();
         }
-        // Learn the routes, then look again.
+        // Learn the routes (from every server, those still starting too), then look
+        // again.
+        self.hub.await_starting().await;
         self.learn_routes("resources/list", "resources", "resources")
             .await;
         self.learn_routes("resources/templates/list", "resourceTemplates", "resources")
@@ -802,19 +837,33 @@ impl Session {
             );
         };
         match method {
+            // Held in the hub's refcounted set with the listens' subscriptions: the first
+            // holder subscribes upstream (a modern server through Corral's listen to
+            // it), the last one unsubscribes.
             "resources/subscribe" => {
-                self.shared
+                let new = self
+                    .shared
                     .subscriptions
                     .lock()
                     .unwrap()
                     .insert(uri.clone());
+                if new && let Err(e) = self.hub.hold_resource(&server, &uri).await {
+                    self.shared.subscriptions.lock().unwrap().remove(&uri);
+                    return reply(id, Err(e), |e| {
+                        let msg = agent_message(&e, &self.hub.catalog());
+                        jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
+                    });
+                }
+                jsonrpc::result(id, "{}")
             }
             "resources/unsubscribe" => {
-                self.shared.subscriptions.lock().unwrap().remove(&uri);
+                if self.shared.subscriptions.lock().unwrap().remove(&uri) {
+                    self.hub.release_resource(&uri);
+                }
+                jsonrpc::result(id, "{}")
             }
-            _ => {}
+            _ => self.forward(id, &server, method, params).await,
         }
-        self.forward(id, &server, method, params).await
     }
 
     async fn prompt_get(&self, id: &RawValue, params: Option<&RawValue>) -> Vec<u8> {
@@ -912,6 +961,7 @@ impl Session {
         self.shared
             .log_level
             .store(level_rank(&level), Ordering::Relaxed);
+        self.shared.level_asked.store(true, Ordering::Relaxed);
         // Servers filter at the source too; the most verbose level any session asked for
         // would be the precise choice, the latest request is the simple one.
         for h in self.hub.servers().values() {
@@ -942,6 +992,9 @@ impl Session {
             );
         };
         let _call = self.hub.begin_call(server, self.shared.id, id);
+        // A 2025 agent's logging/setLevel reaches a modern server as `_meta` logLevel.
+        let leveled = crate::listen::params_with_log_level(params, &self.shared, &h);
+        let params = leveled.as_deref().or(params);
         reply(id, h.request(method, params).await, |e| {
             let msg = agent_message(&e, &self.hub.catalog());
             jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)

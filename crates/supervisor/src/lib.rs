@@ -45,6 +45,7 @@ mod exit;
 pub mod guard;
 mod instance;
 pub mod lines;
+mod listen;
 pub mod output;
 pub mod process;
 pub mod pty;

@@ -172,6 +172,8 @@ pub struct Connection {
     meta: std::sync::OnceLock<Box<str>>,
     /// Flushes to the child's stdin that succeeded (whatever was queued is in the pipe).
     flushed: Arc<AtomicU64>,
+    /// [`Connection::long_lived`] requests open: not counted as calls in flight.
+    long_lived: AtomicU64,
 }
 
 /// How long a request that found the connection broken waits for the reason.
@@ -204,6 +206,7 @@ impl Connection {
             framing_reported: AtomicBool::new(false),
             closed_notify: Notify::new(),
             meta: std::sync::OnceLock::new(),
+            long_lived: AtomicU64::new(0),
         });
         let writer = write_loop(stdin, rx, flushed);
         let reader = read_loop(stdout, conn.clone(), sink);
@@ -273,6 +276,58 @@ impl Connection {
             push_single_line(line, params);
         })
         .await
+    }
+
+    /// A long-lived request (`subscriptions/listen`): it takes no concurrency permit —
+    /// it would hold one for its whole life and starve the calls of a server with
+    /// `max_concurrency` — and has no deadline, since it is answered only when the
+    /// server ends it. Its notifications reach the [`StdoutSink`] like any other.
+    /// Dropping the future withdraws it: the server gets `notifications/cancelled`,
+    /// which is how a stdio client ends a listen.
+    pub async fn long_lived(&self, method: &str, params: &str) -> Result<Box<RawValue>, RpcError> {
+        struct Open<'a>(&'a AtomicU64);
+        impl Drop for Open<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut pending = self.pending.lock().unwrap();
+            if let Some(reason) = &pending.closed {
+                return Err(RpcError::Closed(reason.clone()));
+            }
+            pending.waiters.insert(id, tx);
+            self.long_lived.fetch_add(1, Ordering::Relaxed);
+        }
+        let _open = Open(&self.long_lived);
+        let mut guard = InFlight {
+            conn: self,
+            id,
+            done: false,
+        };
+        let mut line = String::with_capacity(64 + params.len());
+        let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},"method":"#);
+        push_json_str(&mut line, method);
+        let params_at = line.len();
+        line.push_str(r#","params":"#);
+        push_single_line(&mut line, params);
+        if let Some(meta) = self.meta.get() {
+            stamp_meta(&mut line, params_at, meta);
+        }
+        line.push_str("}\n");
+        if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
+            guard.done = true;
+            self.pending.lock().unwrap().waiters.remove(&id);
+            return Err(self.closed_error_settled().await);
+        }
+        let reply = rx.await;
+        guard.done = true;
+        match reply {
+            Ok(reply) => reply,
+            Err(_) => Err(self.closed_error_settled().await),
+        }
     }
 
     async fn request_inner(
@@ -407,9 +462,11 @@ impl Connection {
         self.me.clone()
     }
 
-    /// Number of requests waiting for an answer.
+    /// Number of requests waiting for an answer (a long-lived listen is not a call in
+    /// flight).
     pub fn in_flight(&self) -> usize {
-        self.pending.lock().unwrap().waiters.len()
+        let waiting = self.pending.lock().unwrap().waiters.len();
+        waiting.saturating_sub(self.long_lived.load(Ordering::Relaxed) as usize)
     }
 
     fn closed_error(&self) -> RpcError {

@@ -187,6 +187,9 @@ struct Shared {
     /// any other). Dropped as soon as the probe is answered, so closing stdin still
     /// means EOF to the server.
     probe_pipe: Mutex<Option<ProbeWatch>>,
+    /// The resource URIs agents subscribed to on this server, for the `subscriptions/listen`
+    /// Corral keeps open to a modern instance ([`crate::listen`]).
+    listen_uris: watch::Sender<crate::listen::Uris>,
 }
 
 /// What tells whether an instance that exited during the probe had read it.
@@ -399,6 +402,7 @@ impl ServerHandle {
             in_probe: AtomicBool::new(false),
             skip_probe: AtomicBool::new(false),
             probe_pipe: Mutex::new(None),
+            listen_uris: watch::channel(Arc::new(Vec::new())).0,
         });
         let (ctl, task) = actor::start(shared.clone(), cancel, autostart);
         (ServerHandle { shared, ctl }, task)
@@ -472,6 +476,21 @@ impl ServerHandle {
     /// last ready instance.
     pub fn initialize_result(&self) -> Option<Arc<Value>> {
         self.shared.init.read().unwrap().clone()
+    }
+
+    /// The resource URIs agents want `notifications/resources/updated` for (the
+    /// refcounted union the gateway keeps). A modern server has no
+    /// `resources/subscribe`: the set is the filter of Corral's `subscriptions/listen`
+    /// to it, reopened when the set changes. Ignored by a legacy server (the gateway
+    /// sends it `resources/subscribe` instead).
+    pub fn set_resource_subscriptions(&self, uris: Vec<String>) {
+        self.shared.listen_uris.send_if_modified(|current| {
+            let changed = **current != uris;
+            if changed {
+                *current = Arc::new(uris);
+            }
+            changed
+        });
     }
 
     /// Notifications the server sends (other than those the supervisor handles itself).
@@ -867,6 +886,15 @@ impl Run for ServerRun {
     }
 
     async fn serve(&mut self) -> String {
+        if self.conn.is_stamped() {
+            // A modern server tells of changes only on a listen: keep one open.
+            let shared = self.shared.clone();
+            self.tasks.spawn(crate::listen::run(
+                self.conn.clone(),
+                self.shared.listen_uris.subscribe(),
+                move |why| shared.emit(shared.event(Kind::ServerNoise).with("line", why)),
+            ));
+        }
         loop {
             tokio::select! {
                 Some(note) = self.notes.recv() => self.on_notification(note),

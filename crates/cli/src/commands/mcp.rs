@@ -200,9 +200,17 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
     hub.attach_proxies(proxies.clone());
     hub.set_error_noise(cfg.error_noise.clone());
     let (input, output) = corral_gateway::fdio::stdio();
+    let serve = corral_gateway::stdio::serve(hub.clone(), input, output);
+    tokio::pin!(serve);
     tokio::select! {
-        _ = corral_gateway::stdio::serve(hub, input, output) => {}
-        _ = project::interrupted() => {}
+        _ = &mut serve => {}
+        _ = project::interrupted() => {
+            // An open subscriptions/listen is answered before the session goes: a
+            // moment for those answers to be written.
+            if hub.end_listens(None, "shutdown") > 0 {
+                let _ = tokio::time::timeout(std::time::Duration::from_millis(200), &mut serve).await;
+            }
+        }
     }
     proxies.stop_all().await;
     run.stop().await;
