@@ -37,6 +37,7 @@ mod hub;
 pub mod jsonrpc;
 pub mod modern;
 pub mod naming;
+mod park;
 pub mod procs;
 pub mod proxy_tools;
 mod session;
