@@ -1,0 +1,376 @@
+//! Bridge A of MCP 2026-07-28: a 2025 server's questions (elicitation, sampling) during
+//! a call reach a stateless 2026-07-28 agent as an `input_required` result, and the
+//! agent's retry with the answers completes the call, which Corral kept running (parked).
+//! The real SDK clients (TypeScript `@modelcontextprotocol/client` and Python `mcp`,
+//! pinned to 2026-07-28, their own handlers answering) over stdio and HTTP, and raw
+//! traffic for what the SDKs never send.
+
+mod common;
+use common::http::Up;
+use common::*;
+use serde_json::{Value, json};
+use std::io::Write;
+use std::process::Stdio;
+use std::time::Duration;
+
+fn config(listen: bool) -> String {
+    format!(
+        "{}[servers.fx]\ncommand = \"{{fixture}}\"\nargs = [\"--conformance\"]\n",
+        if listen {
+            "[gateway]\nlisten = \"127.0.0.1:0\"\n\n"
+        } else {
+            ""
+        },
+    )
+}
+
+/// Runs one SDK client script; what it saw.
+fn client(cmd: &str, script: &str, args: &[&str]) -> Value {
+    let out = std::process::Command::new(cmd)
+        .arg(repo().join("tests/peers").join(script))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script} {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().last().unwrap_or("");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script}: {e}: {stdout}"))
+}
+
+/// The fixture's tools reported the answers the client's handlers gave.
+fn check(seen: &Value, who: &str) {
+    assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
+    let e = &seen["elicitation"];
+    assert_eq!(e["isError"], false, "{seen}");
+    let text = e["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("User response: action=accept")
+            && text.contains(&format!("{who}-user"))
+            && text.contains(&format!("{who}@example.com")),
+        "{seen}"
+    );
+    let s = &seen["sampling"];
+    assert_eq!(s["isError"], false, "{seen}");
+    assert_eq!(
+        s["text"],
+        format!("LLM response: sampled by {who}"),
+        "{seen}"
+    );
+    let asked: Vec<&str> = seen["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        asked,
+        ["elicitation/create", "sampling/createMessage"],
+        "{seen}"
+    );
+    assert_eq!(seen["asked"][0]["message"], "who are you?", "{seen}");
+    assert_eq!(seen["asked"][1]["text"], "say hi", "{seen}");
+}
+
+fn installed() {
+    assert!(
+        peers()
+            .join("tsclient/node_modules/@modelcontextprotocol/client")
+            .exists(),
+        "the TypeScript client is not installed: run ./scripts/install-peers.sh"
+    );
+}
+
+#[test]
+fn sdk_clients_answer_a_2025_servers_questions_over_stdio() {
+    installed();
+    let p = Project::new(&config(false));
+    let corral = corral();
+    let cfg = p.dir.join("corral.toml");
+    let (corral, cfg) = (corral.to_str().unwrap(), cfg.to_str().unwrap());
+    let seen = client("node", "ts_client_input.mjs", &["stdio", corral, cfg]);
+    check(&seen, "ts");
+    assert_eq!(seen["asked"][0]["has_id"], false, "{seen}");
+    let python = peers().join("venv/bin/python");
+    let seen = client(
+        python.to_str().unwrap(),
+        "py_client_input.py",
+        &["stdio", corral, cfg],
+    );
+    check(&seen, "py");
+}
+
+#[test]
+fn sdk_clients_answer_a_2025_servers_questions_over_http() {
+    installed();
+    let p = Project::new(&config(true));
+    let up = Up::start(&p);
+    let args = ["http", up.url.as_str(), up.token.as_str()];
+    check(&client("node", "ts_client_input.mjs", &args), "ts");
+    let python = peers().join("venv/bin/python");
+    check(
+        &client(python.to_str().unwrap(), "py_client_input.py", &args),
+        "py",
+    );
+}
+
+/// `corral mcp --standalone` fed raw lines; answers read in order.
+struct Raw {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::sync::mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start(p: &Project, envs: &[(&str, &str)]) -> Raw {
+        let mut child = p
+            .cmd(&["mcp", "--standalone"])
+            .envs(envs.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = lines_of(child.stdout.take().unwrap());
+        Raw {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn ask(&mut self, line: &str) -> Value {
+        writeln!(self.stdin, "{line}").unwrap();
+        let l = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no answer to {line}"));
+        serde_json::from_str(&l).unwrap()
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+const BOTH: &str = r#"{"elicitation":{},"sampling":{}}"#;
+
+/// A modern `tools/call` line: `extra` is spliced into params (`,"k":v…` or empty).
+fn call(id: u32, tool: &str, args: &str, caps: &str, extra: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{args}{extra},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{caps}}}}}}}"#
+    )
+}
+
+/// The `input_required` of `r` (answering request `id`): its one key and its handle.
+fn input_required(r: &Value, id: u32, method: &str) -> (String, String) {
+    assert_eq!(r["id"], id, "{r}");
+    let res = &r["result"];
+    assert_eq!(res["resultType"], "input_required", "{r}");
+    let asks = res["inputRequests"].as_object().unwrap();
+    assert_eq!(asks.len(), 1, "{r}");
+    let (key, ask) = asks.iter().next().unwrap();
+    assert_eq!(ask["method"], method, "{r}");
+    let state = res["requestState"].as_str().unwrap().to_owned();
+    assert!(state.starts_with("corral-park-"), "{r}");
+    (key.clone(), state)
+}
+
+fn invalid_params(r: &Value, id: u32, says: &str) {
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (json!(id), json!(-32602)),
+        "{r}"
+    );
+    let msg = r["error"]["message"].as_str().unwrap();
+    assert!(msg.contains(says), "{says:?} not in {r}");
+}
+
+#[test]
+fn retries_that_match_nothing_or_miss_answers_are_answered_and_the_call_goes_on() {
+    let p = Project::new(&config(false));
+    let mut c = Raw::start(&p, &[]);
+    let args = r#"{"message":"name?"}"#;
+    let r = c.ask(&call(1, "fx__test_elicitation", args, BOTH, ""));
+    let (key, state) = input_required(&r, 1, "elicitation/create");
+    let ask = &r["result"]["inputRequests"][&key]["params"];
+    assert_eq!(ask["message"], "name?", "{r}");
+    assert_eq!(
+        ask["requestedSchema"]["required"],
+        json!(["username", "email"])
+    );
+    assert_eq!(
+        r["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "corral",
+        "{r}"
+    );
+    let answer = r#"{"action":"accept","content":{"username":"raw","email":"r@x"}}"#;
+    let retry = |id, tool, args, state: &str, answers: &str| {
+        call(
+            id,
+            tool,
+            args,
+            BOTH,
+            &format!(r#","inputResponses":{answers},"requestState":"{state}""#),
+        )
+    };
+    let answers = format!(r#"{{"{key}":{answer}}}"#);
+    // Forged (Corral's prefix, unknown handle) and foreign states: nothing to resume.
+    let forged = format!("corral-park-{}", "0".repeat(32));
+    let r = c.ask(&retry(2, "fx__test_elicitation", args, &forged, &answers));
+    invalid_params(&r, 2, "again without requestState");
+    let r = c.ask(&retry(3, "fx__test_elicitation", args, "opaque", &answers));
+    invalid_params(&r, 3, "matches no call");
+    // Bound to another tool, or other arguments: refused, the call still waits.
+    let r = c.ask(&retry(
+        4,
+        "fx__test_sampling",
+        r#"{"prompt":"x"}"#,
+        &state,
+        &answers,
+    ));
+    invalid_params(&r, 4, "belongs to another call");
+    let r = c.ask(&retry(
+        5,
+        "fx__test_elicitation",
+        r#"{"message":"other"}"#,
+        &state,
+        &answers,
+    ));
+    invalid_params(&r, 5, "belongs to another call");
+    // Missing keys (unknown ones ignored): asked again, under a new handle.
+    let r = c.ask(&retry(
+        6,
+        "fx__test_elicitation",
+        args,
+        &state,
+        r#"{"zz":{}}"#,
+    ));
+    let (again, state2) = input_required(&r, 6, "elicitation/create");
+    assert_eq!(again, key, "{r}");
+    assert_ne!(state2, state);
+    // The first handle is spent.
+    let r = c.ask(&retry(7, "fx__test_elicitation", args, &state, &answers));
+    invalid_params(&r, 7, "again without requestState");
+    // A malformed answer: refused, the call still waits under the same handle.
+    let bad = format!(r#"{{"{key}":{{"action":"maybe"}}}}"#);
+    let r = c.ask(&retry(8, "fx__test_elicitation", args, &state2, &bad));
+    invalid_params(&r, 8, "ElicitResult");
+    // The answer completes the call the server kept running.
+    let r = c.ask(&retry(9, "fx__test_elicitation", args, &state2, &answers));
+    assert_eq!(r["id"], 9, "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        r#"User response: action=accept, content={"email":"r@x","username":"raw"}"#,
+        "{r}"
+    );
+    // Answers without any state, to a 2025 server: the call goes on without them.
+    let r = c.ask(&call(
+        10,
+        "fx__echo",
+        r#"{"text":"plain"}"#,
+        BOTH,
+        r#","inputResponses":{"q1":{"action":"accept"}}"#,
+    ));
+    assert_eq!(r["result"]["content"][0]["text"], "plain", "{r}");
+    // A kind the request did not declare: the server gets an error naming the
+    // capability, and the call completes with the server's own answer to it.
+    let r = c.ask(&call(
+        11,
+        "fx__test_sampling",
+        r#"{"prompt":"hi"}"#,
+        r#"{"elicitation":{}}"#,
+        "",
+    ));
+    assert_eq!(r["id"], 11, "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("'sampling' capability"), "{r}");
+    // The connection goes on.
+    let r = c.ask(&call(12, "fx__echo", r#"{"text":"after"}"#, "{}", ""));
+    assert_eq!(r["result"]["content"][0]["text"], "after", "{r}");
+}
+
+#[test]
+fn a_parked_call_expires_when_the_agent_never_retries() {
+    let p = Project::new(&config(false));
+    let mut c = Raw::start(&p, &[("CORRAL_INPUT_TTL_MS", "300")]);
+    let args = r#"{"prompt":"hi"}"#;
+    let r = c.ask(&call(1, "fx__test_sampling", args, BOTH, ""));
+    let (key, state) = input_required(&r, 1, "sampling/createMessage");
+    let retry = |id: u32, args: &str| {
+        call(
+            id,
+            "fx__test_sampling",
+            args,
+            BOTH,
+            &format!(
+                r#","inputResponses":{{"{key}":{{"role":"assistant","content":{{"type":"text","text":"late"}},"model":"m"}}}},"requestState":"{state}""#
+            ),
+        )
+    };
+    // Probing with other arguments does not spend the handle: it says whether it lives.
+    let mut n = 100;
+    wait_until("the parked call to expire", || {
+        n += 1;
+        let r = c.ask(&retry(n, r#"{"prompt":"other"}"#));
+        r["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("matches no call"))
+    });
+    let r = c.ask(&retry(2, args));
+    invalid_params(&r, 2, "again without requestState");
+    // A fresh call works again.
+    let r = c.ask(&call(3, "fx__echo", r#"{"text":"on"}"#, "{}", ""));
+    assert_eq!(r["result"]["content"][0]["text"], "on", "{r}");
+}
+
+#[test]
+fn http_posts_carry_the_question_and_the_retry() {
+    let p = Project::new(&config(true));
+    let up = Up::start(&p);
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "fx__test_elicitation"),
+    ];
+    let args = r#"{"message":"over http?"}"#;
+    let r = up.post(&call(1, "fx__test_elicitation", args, BOTH, ""), &headers);
+    assert_eq!(r.status, 200, "{r:?}");
+    let m = r.messages().pop().unwrap();
+    let (key, state) = input_required(&m, 1, "elicitation/create");
+    let retry = |id, state: &str| {
+        call(
+            id,
+            "fx__test_elicitation",
+            args,
+            BOTH,
+            &format!(
+                r#","inputResponses":{{"{key}":{{"action":"decline"}}}},"requestState":"{state}""#
+            ),
+        )
+    };
+    let r = up.post(&retry(2, "corral-park-nothing"), &headers);
+    invalid_params(
+        &r.messages().pop().unwrap(),
+        2,
+        "again without requestState",
+    );
+    let r = up.post(&retry(3, &state), &headers);
+    let m = r.messages().pop().unwrap();
+    assert_eq!(m["id"], 3, "{m}");
+    assert_eq!(m["result"]["resultType"], "complete", "{m}");
+    assert_eq!(
+        m["result"]["content"][0]["text"], "User response: action=decline, content={}",
+        "{m}"
+    );
+}
