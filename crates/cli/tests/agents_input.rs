@@ -374,3 +374,42 @@ fn http_posts_carry_the_question_and_the_retry() {
         "{m}"
     );
 }
+
+#[test]
+fn a_parked_call_waits_at_the_agents_pace_not_the_servers_call_timeout() {
+    let p = Project::new(
+        "[servers.fx]\ncommand = \"{fixture}\"\nargs = [\"--conformance\"]\ncall_timeout = \"1s\"\n",
+    );
+    let mut c = Raw::start(&p, &[]);
+    let args = r#"{"message":"slowly?"}"#;
+    let r = c.ask(&call(1, "fx__test_elicitation", args, BOTH, ""));
+    let (key, state) = input_required(&r, 1, "elicitation/create");
+    let retry = |id: u32, args: &str| {
+        call(
+            id,
+            "fx__test_elicitation",
+            args,
+            BOTH,
+            &format!(
+                r#","inputResponses":{{"{key}":{{"action":"accept","content":{{"username":"slow","email":"s@x"}}}}}},"requestState":"{state}""#
+            ),
+        )
+    };
+    // The human takes longer than the call timeout: this test is about time passing.
+    // Probes with other arguments (which spend nothing) show the call is held meanwhile.
+    let start = std::time::Instant::now();
+    let mut n = 100;
+    wait_until("twice the call timeout to pass", || {
+        n += 1;
+        let r = c.ask(&retry(n, r#"{"message":"probe"}"#));
+        invalid_params(&r, n, "belongs to another call");
+        start.elapsed() > Duration::from_millis(2500)
+    });
+    let r = c.ask(&retry(2, args));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"],
+        r#"User response: action=accept, content={"email":"s@x","username":"slow"}"#,
+        "{r}"
+    );
+}

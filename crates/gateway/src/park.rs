@@ -38,6 +38,7 @@ use crate::hub::Hub;
 use crate::jsonrpc;
 use crate::modern::{self, ModernMeta};
 use crate::session::Session;
+use corral_supervisor::patience::{PATIENCE, Patience};
 use corral_supervisor::rpc::{Responder, ServerRequest};
 use memchr::memmem;
 use serde::Deserialize;
@@ -267,6 +268,9 @@ impl Binding {
 /// One parked (or parkable) upstream call and its unanswered questions.
 struct Conv {
     upstream: Upstream,
+    /// The clock of U's request to the server: held while parked (the deadline here
+    /// governs then), restarted on the retry.
+    patience: Arc<Patience>,
     slot: Arc<Slot>,
     pending: Vec<Pending>,
     next_key: u64,
@@ -514,16 +518,19 @@ pub(crate) async fn serve(
         None => Binding::of(method, &EMPTY),
     };
     let slot = Arc::new(Slot::default());
+    let patience = Arc::new(Patience::default());
     let first_id = id.to_owned();
     let call: Call = {
         let id = first_id.clone();
         let method = method.to_owned();
-        Box::pin(CARRIER.scope(slot.clone(), async move {
+        let call = CARRIER.scope(slot.clone(), async move {
             me.request(&id, &method, params).await
-        }))
+        });
+        Box::pin(PATIENCE.scope(patience.clone(), call))
     };
     let conv = Conv {
         upstream: Upstream::Inline(call),
+        patience,
         slot,
         pending: Vec::new(),
         next_key: 0,
@@ -668,6 +675,7 @@ async fn resume(
         }
     }
     conv.pending = open;
+    conv.patience.resume();
     // The call's progress (when the first request asked for it) now reaches this
     // request, under this request's token; without one, it reaches nobody.
     if let Some(route) = conv.slot.progress() {
@@ -761,6 +769,7 @@ fn reid(response: Vec<u8>, old: &RawValue, new: &RawValue) -> Vec<u8> {
 /// Parks the call under a new handle and answers request `id` with `input_required`.
 fn park(hub: &Arc<Hub>, mut conv: Conv, id: &RawValue) -> Vec<u8> {
     conv.upstream.detach();
+    conv.patience.hold();
     if let Some(route) = conv.slot.progress() {
         hub.rebind_progress(route, None);
     }

@@ -46,6 +46,7 @@ pub mod guard;
 mod instance;
 pub mod lines;
 pub mod output;
+pub mod patience;
 pub mod process;
 pub mod pty;
 pub mod ready;
