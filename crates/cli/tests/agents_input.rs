@@ -413,3 +413,253 @@ fn a_parked_call_waits_at_the_agents_pace_not_the_servers_call_timeout() {
         "{r}"
     );
 }
+
+/// A project whose one server is `asking_server.py` (a 2025 server that asks during
+/// calls, prompts and reads), logging to `ask.log`; `listen` adds the HTTP endpoint.
+fn asking(listen: bool) -> (Project, std::path::PathBuf) {
+    let p = Project::new("");
+    let log = p.dir.join("ask.log");
+    p.write(
+        "corral.toml",
+        &format!(
+            "{}[servers.ask]\ncommand = \"{}\"\nargs = [\"{{repo}}/crates/cli/tests/peers/asking_server.py\", \"{}\"]\n",
+            if listen {
+                "[gateway]\nlisten = \"127.0.0.1:0\"\n\n"
+            } else {
+                ""
+            },
+            peers().join("venv/bin/python").display(),
+            log.display()
+        ),
+    );
+    (p, log)
+}
+
+fn logged(log: &std::path::Path, what: &str) -> bool {
+    std::fs::read_to_string(log).is_ok_and(|t| t.contains(what))
+}
+
+impl Raw {
+    /// Sends `line` and reads until the answer to request `id`: every line read.
+    fn exchange(&mut self, line: &str, id: u32) -> Vec<Value> {
+        writeln!(self.stdin, "{line}").unwrap();
+        let mut seen = Vec::new();
+        loop {
+            let l = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("no answer to {line}; saw {seen:?}"));
+            let v: Value = serde_json::from_str(&l).unwrap();
+            let done = v["id"] == id;
+            seen.push(v);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// A modern request line of any method; `params` without `_meta`'s braces' content.
+fn modern(id: u32, method: &str, params: &str, caps: &str, meta: &str) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{{{params},"_meta":{{{meta}"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{caps}}}}}}}"#
+    )
+}
+
+#[test]
+fn questions_sent_together_come_together_and_progress_follows_the_retry() {
+    let (p, _log) = asking(false);
+    let mut c = Raw::start(&p, &[]);
+    let params = r#""name":"ask__ask_two","arguments":{}"#;
+    let caps = r#"{"elicitation":{}}"#;
+    let r = c.ask(&modern(
+        1,
+        "tools/call",
+        params,
+        caps,
+        r#""progressToken":"first","#,
+    ));
+    let res = &r["result"];
+    assert_eq!(res["resultType"], "input_required", "{r}");
+    let asks = res["inputRequests"].as_object().unwrap();
+    let mut messages: Vec<&str> = asks
+        .values()
+        .map(|a| a["params"]["message"].as_str().unwrap())
+        .collect();
+    messages.sort();
+    assert_eq!(messages, ["first?", "second?"], "{r}");
+    let key = |m: &str| {
+        asks.iter()
+            .find(|(_, a)| a["params"]["message"] == m)
+            .unwrap()
+            .0
+            .clone()
+    };
+    let answers = format!(
+        r#""inputResponses":{{"{}":{{"action":"accept","content":{{"name":"a"}}}},"{}":{{"action":"decline"}}}},"requestState":{}"#,
+        key("first?"),
+        key("second?"),
+        res["requestState"]
+    );
+    let seen = c.exchange(
+        &modern(
+            2,
+            "tools/call",
+            &format!("{params},{answers}"),
+            caps,
+            r#""progressToken":"second","#,
+        ),
+        2,
+    );
+    let progress: Vec<&Value> = seen
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 1, "{seen:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "second", "{seen:?}");
+    let r = seen.last().unwrap();
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"], r#"answers: accept:{"name": "a"} / decline:{}"#,
+        "{r}"
+    );
+}
+
+#[test]
+fn prompts_and_resource_reads_carry_questions_too_and_undeclared_kinds_are_refused() {
+    let (p, _log) = asking(false);
+    let mut c = Raw::start(&p, &[]);
+    // (tools/list waits for the server to be ready.)
+    let r = c.ask(&modern(1, "tools/list", r#""x":0"#, "{}", ""));
+    assert_eq!(r["result"]["tools"][0]["name"], "ask__ask_two", "{r}");
+    let caps = r#"{"elicitation":{},"roots":{}}"#;
+    let params = r#""name":"ask__asking_prompt""#;
+    let r = c.ask(&modern(1, "prompts/get", params, caps, ""));
+    let (key, state) = input_required(&r, 1, "elicitation/create");
+    let r = c.ask(&modern(
+        2,
+        "prompts/get",
+        &format!(
+            r#"{params},"inputResponses":{{"{key}":{{"action":"accept","content":{{"name":"p"}}}}}},"requestState":"{state}""#
+        ),
+        caps,
+        "",
+    ));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["messages"][0]["content"]["text"], r#"prompt accept:{"name": "p"}"#,
+        "{r}"
+    );
+    // roots/list during a resources/read: undeclared → the server is told which
+    // capability is missing; declared → asked.
+    let params = r#""uri":"ask://roots""#;
+    let r = c.ask(&modern(
+        3,
+        "resources/read",
+        params,
+        r#"{"elicitation":{}}"#,
+        "",
+    ));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let text = r["result"]["contents"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("roots error: ") && text.contains("'roots' capability"),
+        "{r}"
+    );
+    let r = c.ask(&modern(4, "resources/read", params, caps, ""));
+    let (key, state) = input_required(&r, 4, "roots/list");
+    assert!(r["result"].get("ttlMs").is_none(), "{r}");
+    let r = c.ask(&modern(
+        5,
+        "resources/read",
+        &format!(
+            r#"{params},"inputResponses":{{"{key}":{{"roots":[{{"uri":"file:///w"}}]}}}},"requestState":"{state}""#
+        ),
+        caps,
+        "",
+    ));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["contents"][0]["text"], "roots: file:///w",
+        "{r}"
+    );
+    assert_eq!(r["result"]["cacheScope"], "private", "{r}");
+}
+
+#[test]
+fn cancelling_the_retry_cancels_the_parked_call_on_the_server() {
+    let (p, log) = asking(false);
+    let mut c = Raw::start(&p, &[]);
+    let caps = r#"{"elicitation":{}}"#;
+    let params = r#""name":"ask__ask_then_wait","arguments":{}"#;
+    let r = c.ask(&modern(1, "tools/call", params, caps, ""));
+    let (key, state) = input_required(&r, 1, "elicitation/create");
+    let retry = modern(
+        2,
+        "tools/call",
+        &format!(
+            r#"{params},"inputResponses":{{"{key}":{{"action":"accept","content":{{"name":"c"}}}}}},"requestState":"{state}""#
+        ),
+        caps,
+        "",
+    );
+    writeln!(c.stdin, "{retry}").unwrap();
+    wait_until("the server to get the answer", || {
+        logged(&log, r#"answered accept:{"name": "c"}"#)
+    });
+    writeln!(
+        c.stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":2}}}}"#
+    )
+    .unwrap();
+    wait_until("the server to see its call cancelled", || {
+        logged(&log, "cancelled ")
+    });
+    // Nothing answers the cancelled request; the connection goes on.
+    let r = c.ask(&modern(3, "tools/list", r#""x":0"#, "{}", ""));
+    assert_eq!(r["id"], 3, "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+}
+
+#[test]
+fn closing_the_retrys_http_connection_cancels_the_parked_call_on_the_server() {
+    let (p, log) = asking(true);
+    let up = Up::start(&p);
+    let caps = r#"{"elicitation":{}}"#;
+    let params = r#""name":"ask__ask_then_wait","arguments":{}"#;
+    let headers = [
+        ("MCP-Protocol-Version", "2026-07-28"),
+        ("Mcp-Method", "tools/call"),
+        ("Mcp-Name", "ask__ask_then_wait"),
+    ];
+    let r = up.post(&modern(1, "tools/call", params, caps, ""), &headers);
+    let m = r.messages().pop().unwrap();
+    let (key, state) = input_required(&m, 1, "elicitation/create");
+    let body = modern(
+        2,
+        "tools/call",
+        &format!(
+            r#"{params},"inputResponses":{{"{key}":{{"action":"accept","content":{{"name":"h"}}}}}},"requestState":"{state}""#
+        ),
+        caps,
+        "",
+    );
+    let mut s = std::net::TcpStream::connect(&up.addr).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: tools/call\r\nMcp-Name: ask__ask_then_wait\r\nContent-Length: {}\r\n\r\n{body}",
+        up.addr,
+        up.token,
+        body.len()
+    )
+    .unwrap();
+    wait_until("the server to get the answer", || {
+        logged(&log, r#"answered accept:{"name": "h"}"#)
+    });
+    drop(s);
+    wait_until("the server to see its call cancelled", || {
+        logged(&log, "cancelled ")
+    });
+}
