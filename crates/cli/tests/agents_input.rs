@@ -663,3 +663,45 @@ fn closing_the_retrys_http_connection_cancels_the_parked_call_on_the_server() {
         logged(&log, "cancelled ")
     });
 }
+
+#[test]
+fn at_the_deadline_the_server_is_told_the_elicitation_was_cancelled_and_its_call_is_cancelled() {
+    let (p, log) = asking(false);
+    let mut c = Raw::start(&p, &[("CORRAL_INPUT_TTL_MS", "300")]);
+    let r = c.ask(&modern(
+        1,
+        "tools/call",
+        r#""name":"ask__ask_then_wait","arguments":{}"#,
+        r#"{"elicitation":{}}"#,
+        "",
+    ));
+    input_required(&r, 1, "elicitation/create");
+    wait_until("the server to get the deadline's answer", || {
+        logged(&log, "answered cancel:{}")
+    });
+    wait_until("the server to see its call cancelled", || {
+        logged(&log, "cancelled ")
+    });
+}
+
+#[test]
+fn past_256_parked_calls_a_question_is_refused_to_its_server() {
+    let (p, log) = asking(false);
+    let mut c = Raw::start(&p, &[]);
+    let line = |id| {
+        modern(
+            id,
+            "tools/call",
+            r#""name":"ask__ask_then_wait","arguments":{}"#,
+            r#"{"elicitation":{}}"#,
+            "",
+        )
+    };
+    for id in 1..=256 {
+        input_required(&c.ask(&line(id)), id, "elicitation/create");
+    }
+    writeln!(c.stdin, "{}", line(257)).unwrap();
+    wait_until("the 257th question to be refused", || {
+        logged(&log, "answered error: corral: 256 calls already wait")
+    });
+}

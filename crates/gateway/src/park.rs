@@ -64,6 +64,11 @@ pub const TTL_ENV: &str = "CORRAL_INPUT_TTL_MS";
 /// A human answers these questions: ten minutes per round by default.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
+/// At most this many calls wait for agents' answers at once; a question beyond it is
+/// refused to its server (which then fails or goes on as it sees fit), so agents that
+/// never retry cannot pile up waiting calls until their deadlines.
+const MAX_PARKED: usize = 256;
+
 /// How long after the first question Corral waits for siblings sent together, so they
 /// reach the agent in one `input_required`.
 const COALESCE: Duration = Duration::from_millis(15);
@@ -220,8 +225,13 @@ struct Pending {
     /// As embedded in `input_required` (a URL elicitation without its `elicitationId`).
     params: Option<Box<RawValue>>,
     responder: Responder,
-    /// A URL elicitation's id, kept here: 2026-07-28 has none.
-    #[allow(dead_code)]
+    /// A URL elicitation's id, kept here: 2026-07-28 has none, and the retry is the
+    /// signal that the URL flow is over (the server's
+    /// `notifications/elicitation/complete` is not forwarded either).
+    #[expect(
+        dead_code,
+        reason = "kept with the conversation; nothing reads it back yet"
+    )]
     elicitation_id: Option<String>,
 }
 
@@ -337,6 +347,20 @@ impl Conv {
             responder,
             elicitation_id,
         });
+    }
+
+    /// Refuses every open question: too many calls are parked already.
+    fn refuse_all(&mut self) {
+        for p in self.pending.drain(..) {
+            p.responder.error(
+                jsonrpc::INTERNAL_ERROR,
+                &format!(
+                    "corral: {MAX_PARKED} calls already wait for their agents' answers; \
+                     {} was not asked (retry the call once agents have answered)",
+                    p.method
+                ),
+            );
+        }
     }
 
     /// Answers every question still open as the deadline does: an elicitation is
@@ -726,6 +750,10 @@ async fn drive(
                 }
             }
             if !conv.pending.is_empty() {
+                if hub.parked.parked.lock().unwrap().len() >= MAX_PARKED {
+                    conv.refuse_all();
+                    continue;
+                }
                 return park(hub, conv, id);
             }
         }
