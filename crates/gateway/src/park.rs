@@ -80,7 +80,13 @@ tokio::task_local! {
 
 /// Whether `method` may answer `input_required` (the specification allows only these).
 pub(crate) fn carries(method: &str) -> bool {
-    matches!(method, "tools/call" | "prompts/get" | "resources/read")
+    as_static(method).is_some()
+}
+
+fn as_static(method: &str) -> Option<&'static str> {
+    ["tools/call", "prompts/get", "resources/read"]
+        .into_iter()
+        .find(|m| *m == method)
 }
 
 /// The slot of the parkable call being run by the current task, for
@@ -129,19 +135,13 @@ enum Upstream {
 }
 
 impl Upstream {
-    /// Its response (with the first request's id). Cancel-safe: awaiting it again after
-    /// a drop goes on where it was. Not to be awaited again once it returned.
-    async fn done(&mut self) -> Vec<u8> {
+    /// Its response (with the first request's id), or why its task ended without one.
+    /// Cancel-safe: awaiting it again after a drop goes on where it was. Not to be
+    /// awaited again once it returned.
+    async fn done(&mut self) -> Result<Vec<u8>, String> {
         match self {
-            Upstream::Inline(call) => call.await,
-            Upstream::Spawned(task) => match task.await {
-                Ok(response) => response,
-                Err(e) => jsonrpc::error(
-                    None,
-                    jsonrpc::INTERNAL_ERROR,
-                    &format!("corral: the parked call ended abnormally: {e}"),
-                ),
-            },
+            Upstream::Inline(call) => Ok(call.await),
+            Upstream::Spawned(task) => (&mut *task).await.map_err(|e| e.to_string()),
         }
     }
 
@@ -284,8 +284,11 @@ struct Conv {
     slot: Arc<Slot>,
     pending: Vec<Pending>,
     next_key: u64,
-    /// The id U's response carries (the first request's).
-    first_id: Box<RawValue>,
+    /// The length of the id U's response carries (the first request's), which a retry's
+    /// answer replaces.
+    first_id_len: usize,
+    /// Whether a retry resumed it (its answer has another id than U's response).
+    resumed: bool,
     binding: Binding,
 }
 
@@ -543,12 +546,12 @@ pub(crate) async fn serve(
     };
     let slot = Arc::new(Slot::default());
     let patience = Arc::new(Patience::default());
-    let first_id = id.to_owned();
+    let first_id_len = id.get().len();
     let call: Call = {
-        let id = first_id.clone();
-        let method = method.to_owned();
+        let id = id.to_owned();
+        let method = as_static(method).unwrap_or("tools/call");
         let call = CARRIER.scope(slot.clone(), async move {
-            me.request(&id, &method, params).await
+            me.request(&id, method, params).await
         });
         Box::pin(PATIENCE.scope(patience.clone(), call))
     };
@@ -558,7 +561,8 @@ pub(crate) async fn serve(
         slot,
         pending: Vec::new(),
         next_key: 0,
-        first_id,
+        first_id_len,
+        resumed: false,
         binding,
     };
     drive(hub, conv, id, method, meta).await
@@ -699,6 +703,7 @@ async fn resume(
         }
     }
     conv.pending = open;
+    conv.resumed = true;
     conv.patience.resume();
     // The call's progress (when the first request asked for it) now reaches this
     // request, under this request's token; without one, it reaches nobody.
@@ -765,32 +770,34 @@ async fn drive(
     }
 }
 
-/// The call's response as the answer to request `id` (which may be a retry).
-fn finish(conv: Conv, response: Vec<u8>, id: &RawValue, method: &str) -> Vec<u8> {
-    let response = reid(response, &conv.first_id, id);
+/// The call's response (or why it has none) as the answer to request `id`, which may
+/// be a retry.
+fn finish(conv: Conv, response: Result<Vec<u8>, String>, id: &RawValue, method: &str) -> Vec<u8> {
+    let response = match response {
+        Ok(r) if conv.resumed => reid(r, conv.first_id_len, id),
+        Ok(r) => r,
+        Err(why) => jsonrpc::error(
+            Some(id),
+            jsonrpc::INTERNAL_ERROR,
+            &format!("corral: the parked call ended abnormally: {why}"),
+        ),
+    };
     // Questions still open are moot: dropping them answers the server with an error.
     drop(conv);
     modern::stamp(response, id, modern::cacheable(method))
 }
 
-/// `response` with its id (`old`, or `null`) replaced by `new`.
-fn reid(response: Vec<u8>, old: &RawValue, new: &RawValue) -> Vec<u8> {
+/// `response` (a JSON-RPC response we built) with its id, `old_len` bytes long,
+/// replaced by `new`.
+fn reid(response: Vec<u8>, old_len: usize, new: &RawValue) -> Vec<u8> {
     const HEAD: &[u8] = br#"{"jsonrpc":"2.0","id":"#;
-    if old.get() == new.get() || !response.starts_with(HEAD) {
+    if !response.starts_with(HEAD) || response.len() < HEAD.len() + old_len {
         return response;
     }
-    let rest = &response[HEAD.len()..];
-    let len = [old.get(), "null"]
-        .into_iter()
-        .find(|o| rest.starts_with(o.as_bytes()))
-        .map(str::len);
-    let Some(len) = len else {
-        return response;
-    };
     let mut out = Vec::with_capacity(response.len() + new.get().len());
     out.extend_from_slice(HEAD);
     out.extend_from_slice(new.get().as_bytes());
-    out.extend_from_slice(&rest[len..]);
+    out.extend_from_slice(&response[HEAD.len() + old_len..]);
     out
 }
 
@@ -842,12 +849,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reid_replaces_the_first_id_or_null() {
-        let old = jsonrpc::raw_str("1");
+    fn reid_replaces_the_first_id() {
+        let old = jsonrpc::raw_str("17");
         let new = jsonrpc::raw_str("\"b\"");
-        let r = reid(jsonrpc::result(&old, "{}"), &old, &new);
+        let r = reid(jsonrpc::result(&old, "{}"), 2, &new);
         assert_eq!(r, br#"{"jsonrpc":"2.0","id":"b","result":{}}"#);
-        let r = reid(jsonrpc::error(None, -1, "x"), &old, &new);
+        let r = reid(jsonrpc::error(Some(&old), -1, "x"), 2, &new);
         assert!(r.starts_with(br#"{"jsonrpc":"2.0","id":"b","error""#));
     }
 
