@@ -705,3 +705,71 @@ fn past_256_parked_calls_a_question_is_refused_to_its_server() {
         logged(&log, "answered error: corral: 256 calls already wait")
     });
 }
+
+#[test]
+fn a_call_that_finishes_while_parked_answers_the_retry() {
+    let (p, log) = asking(false);
+    let mut c = Raw::start(&p, &[]);
+    let params = r#""name":"ask__ask_and_give_up","arguments":{}"#;
+    let caps = r#"{"elicitation":{}}"#;
+    let r = c.ask(&modern(1, "tools/call", params, caps, ""));
+    let (key, state) = input_required(&r, 1, "elicitation/create");
+    wait_until("the server to give up waiting", || {
+        logged(&log, "gave up with error: no answer")
+    });
+    let r = c.ask(&modern(
+        2,
+        "tools/call",
+        &format!(
+            r#"{params},"inputResponses":{{"{key}":{{"action":"accept","content":{{"name":"late"}}}}}},"requestState":"{state}""#
+        ),
+        caps,
+        "",
+    ));
+    assert_eq!(r["id"], 2, "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(
+        r["result"]["content"][0]["text"], "gave up: error: no answer",
+        "{r}"
+    );
+}
+
+#[test]
+fn a_url_elicitation_needs_the_url_capability_and_travels_without_its_id() {
+    let (p, _log) = asking(false);
+    let mut c = Raw::start(&p, &[]);
+    let params = r#""name":"ask__ask_url","arguments":{}"#;
+    let r = c.ask(&modern(
+        1,
+        "tools/call",
+        params,
+        r#"{"elicitation":{}}"#,
+        "",
+    ));
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    let text = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.starts_with("url error: ") && text.contains("'elicitation.url' capability"),
+        "{r}"
+    );
+    let caps = r#"{"elicitation":{"url":{}}}"#;
+    let r = c.ask(&modern(2, "tools/call", params, caps, ""));
+    let (key, state) = input_required(&r, 2, "elicitation/create");
+    let ask = &r["result"]["inputRequests"][&key]["params"];
+    assert_eq!(
+        (ask["mode"].clone(), ask["url"].clone()),
+        (json!("url"), json!("https://example.com/login")),
+        "{r}"
+    );
+    assert!(ask.get("elicitationId").is_none(), "{r}");
+    let r = c.ask(&modern(
+        3,
+        "tools/call",
+        &format!(
+            r#"{params},"inputResponses":{{"{key}":{{"action":"accept"}}}},"requestState":"{state}""#
+        ),
+        caps,
+        "",
+    ));
+    assert_eq!(r["result"]["content"][0]["text"], "url accept:{}", "{r}");
+}

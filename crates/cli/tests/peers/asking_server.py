@@ -5,7 +5,9 @@ tests of how Corral carries those questions to 2026-07-28 agents.
 
 Tools: ask_two (two elicitations sent at once, then a progress notification when the
 call had a progressToken), ask_then_wait (one elicitation, then waits up to 60 s for
-the call to be cancelled: logs "cancelled ID" or answers). Prompt asking_prompt (one
+the call to be cancelled: logs "cancelled ID" or answers), ask_and_give_up (one
+elicitation it waits 0.2 s for, then answers the call without it), ask_url (a URL-mode
+elicitation with elicitationId "el-1"). Prompt asking_prompt (one
 elicitation). Resource ask://roots (roots/list). Requests the server sends have string
 ids; it never sends one before initialize.
 """
@@ -89,6 +91,16 @@ def call_tool(rid, params):
             log("cancelled " + key)
             return None
         return text("not cancelled")
+    if name == "ask_and_give_up":
+        _, a = ask("elicitation/create", form("quick?"))
+        got = describe(answer_of(a, timeout=0.2))
+        log("gave up with " + got)
+        return text("gave up: " + got)
+    if name == "ask_url":
+        _, a = ask("elicitation/create", {
+            "mode": "url", "message": "sign in", "url": "https://example.com/login",
+            "elicitationId": "el-1"})
+        return text("url " + describe(answer_of(a)))
     return None
 
 
@@ -102,8 +114,8 @@ def handle(msg):
         }
     elif method == "tools/list":
         schema = {"type": "object"}
-        result = {"tools": [{"name": "ask_two", "inputSchema": schema},
-                            {"name": "ask_then_wait", "inputSchema": schema}]}
+        result = {"tools": [{"name": n, "inputSchema": schema} for n in
+                            ("ask_two", "ask_then_wait", "ask_and_give_up", "ask_url")]}
     elif method == "tools/call":
         result = call_tool(rid, params)
         if result is None:
