@@ -416,13 +416,16 @@ fn a_parked_call_waits_at_the_agents_pace_not_the_servers_call_timeout() {
 
 /// A project whose one server is `asking_server.py` (a 2025 server that asks during
 /// calls, prompts and reads), logging to `ask.log`; `listen` adds the HTTP endpoint.
+/// Its call timeout is longer than a test's deadline, so a cancellation a test sees
+/// is never the timeout's.
 fn asking(listen: bool) -> (Project, std::path::PathBuf) {
     let p = Project::new("");
     let log = p.dir.join("ask.log");
     p.write(
         "corral.toml",
         &format!(
-            "{}[servers.ask]\ncommand = \"{}\"\nargs = [\"{{repo}}/crates/cli/tests/peers/asking_server.py\", \"{}\"]\n",
+            "{}[servers.ask]\ncommand = \"{}\"\nargs = [\"{{repo}}/crates/cli/tests/peers/asking_server.py\", \"{}\"]\n\
+             call_timeout = \"120s\"\n",
             if listen {
                 "[gateway]\nlisten = \"127.0.0.1:0\"\n\n"
             } else {
@@ -623,6 +626,16 @@ fn cancelling_the_retry_cancels_the_parked_call_on_the_server() {
 
 #[test]
 fn closing_the_retrys_http_connection_cancels_the_parked_call_on_the_server() {
+    http_cancel(false);
+}
+
+/// The same once the retry's answer streams as SSE (its progress came first).
+#[test]
+fn closing_the_retrys_event_stream_cancels_the_parked_call_on_the_server() {
+    http_cancel(true);
+}
+
+fn http_cancel(streamed: bool) {
     let (p, log) = asking(true);
     let up = Up::start(&p);
     let caps = r#"{"elicitation":{}}"#;
@@ -632,7 +645,14 @@ fn closing_the_retrys_http_connection_cancels_the_parked_call_on_the_server() {
         ("Mcp-Method", "tools/call"),
         ("Mcp-Name", "ask__ask_then_wait"),
     ];
-    let r = up.post(&modern(1, "tools/call", params, caps, ""), &headers);
+    // (Progress reaches a retry only if the first request asked for it: the server
+    // got its token then.)
+    let token = if streamed {
+        r#""progressToken":"p1","#
+    } else {
+        ""
+    };
+    let r = up.post(&modern(1, "tools/call", params, caps, token), &headers);
     let m = r.messages().pop().unwrap();
     let (key, state) = input_required(&m, 1, "elicitation/create");
     let body = modern(
@@ -642,7 +662,11 @@ fn closing_the_retrys_http_connection_cancels_the_parked_call_on_the_server() {
             r#"{params},"inputResponses":{{"{key}":{{"action":"accept","content":{{"name":"h"}}}}}},"requestState":"{state}""#
         ),
         caps,
-        "",
+        if streamed {
+            r#""progressToken":7,"#
+        } else {
+            ""
+        },
     );
     let mut s = std::net::TcpStream::connect(&up.addr).unwrap();
     write!(
@@ -658,6 +682,17 @@ fn closing_the_retrys_http_connection_cancels_the_parked_call_on_the_server() {
     wait_until("the server to get the answer", || {
         logged(&log, r#"answered accept:{"name": "h"}"#)
     });
+    if streamed {
+        // Read up to the progress event: the answer is an SSE stream now.
+        use std::io::BufRead;
+        let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+        let mut line = String::new();
+        while !line.contains("notifications/progress") {
+            line.clear();
+            assert!(r.read_line(&mut line).unwrap() > 0, "the stream ended");
+        }
+        assert!(line.contains(r#""progressToken":7"#), "{line}");
+    }
     drop(s);
     wait_until("the server to see its call cancelled", || {
         logged(&log, "cancelled ")

@@ -4,8 +4,9 @@ tests of how Corral carries those questions to 2026-07-28 agents.
     asking_server.py LOG   (LOG: a file it appends what it saw to, one line each)
 
 Tools: ask_two (two elicitations sent at once, then a progress notification when the
-call had a progressToken), ask_then_wait (one elicitation, then waits up to 60 s for
-the call to be cancelled: logs "cancelled ID" or answers), ask_and_give_up (one
+call had a progressToken), ask_then_wait (one elicitation, then a progress notification
+when the call had a progressToken, then waits up to 60 s for the call to be cancelled:
+logs "cancelled ID" or answers), ask_and_give_up (one
 elicitation it waits 0.2 s for, then answers the call without it), ask_url (a URL-mode
 elicitation with elicitationId "el-1"). Prompt asking_prompt (one
 elicitation). Resource ask://roots (roots/list). Requests the server sends have string
@@ -84,6 +85,9 @@ def call_tool(rid, params):
     if name == "ask_then_wait":
         _, a = ask("elicitation/create", form("then wait?"))
         log("answered " + describe(answer_of(a)))
+        if "progressToken" in meta:
+            send({"jsonrpc": "2.0", "method": "notifications/progress",
+                  "params": {"progressToken": meta["progressToken"], "progress": 1}})
         key = json.dumps(rid)
         with state_lock:
             ev = cancelled.setdefault(key, threading.Event())
