@@ -777,6 +777,9 @@ impl HttpGateway {
                         }
                         break;
                     }
+                    // The client closed the stream: the request is cancelled (dropping
+                    // it cancels what it forwarded), as a JSON-pending one is.
+                    _ = tx.closed() => break,
                 }
             }
             out.streams.lock().unwrap().per_request.remove(&key);

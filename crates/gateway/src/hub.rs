@@ -46,6 +46,9 @@ struct ActiveCall {
     seq: u64,
     session: u64,
     request: Box<RawValue>,
+    /// Set when the call serves a 2026-07-28 request that can carry a question
+    /// (`input_required`): the server's requests during it go there ([`crate::park`]).
+    slot: Option<Arc<crate::park::Slot>>,
 }
 
 /// Shared gateway state; sessions hold an `Arc` of it.
@@ -78,6 +81,8 @@ pub struct Hub {
     /// Open `subscriptions/listen`s, resource subscriptions held upstream, and logs
     /// scoped to modern requests ([`crate::listen`]).
     pub(crate) listens: crate::listen::Listens,
+    /// Calls parked on a server's question to a 2026-07-28 agent ([`crate::park`]).
+    pub(crate) parked: crate::park::Store,
 }
 
 /// What the process tools work on.
@@ -132,6 +137,7 @@ impl Hub {
                 proxies: std::sync::OnceLock::new(),
                 error_noise: RwLock::new(Vec::new()),
                 listens: Default::default(),
+                parked: crate::park::Store::from_env(),
             }
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
@@ -421,6 +427,9 @@ impl Hub {
         request: &RawValue,
     ) -> u64 {
         let id = self.next_id();
+        if let Some(slot) = crate::park::current_slot() {
+            slot.set_progress(id);
+        }
         self.progress.lock().unwrap().insert(
             id,
             ProgressRoute {
@@ -436,6 +445,24 @@ impl Hub {
         self.progress.lock().unwrap().remove(&id);
     }
 
+    /// Points progress route `id` at another request — `(session, token, request)` —
+    /// or at nobody (`None`: a parked call has no request to report to).
+    pub(crate) fn rebind_progress(&self, id: u64, to: Option<(u64, &RawValue, &RawValue)>) {
+        let mut progress = self.progress.lock().unwrap();
+        let Some(route) = progress.get_mut(&id) else {
+            return;
+        };
+        match to {
+            Some((session, token, request)) => {
+                route.session = session;
+                route.token = token.to_owned();
+                route.request = request.to_owned();
+            }
+            // No session has id 0.
+            None => route.session = 0,
+        }
+    }
+
     /// Records that `session` has a call in flight on `server`; the guard removes it.
     pub(crate) fn begin_call<'a>(
         &'a self,
@@ -448,6 +475,7 @@ impl Hub {
             seq,
             session,
             request: request.to_owned(),
+            slot: crate::park::current_slot(),
         };
         let mut calls = self.calls.lock().unwrap();
         match calls.get_mut(server) {
@@ -468,6 +496,13 @@ impl Hub {
         let calls = self.calls.lock().unwrap();
         let c = calls.get(server)?.last()?;
         Some((c.session, c.request.clone()))
+    }
+
+    /// The slot of the most recent call in flight on `server`, when that call can be
+    /// parked.
+    fn latest_slot(&self, server: &str) -> Option<Arc<crate::park::Slot>> {
+        let calls = self.calls.lock().unwrap();
+        calls.get(server)?.last()?.slot.clone()
     }
 
     fn session(&self, id: u64) -> Option<Arc<SessionShared>> {
@@ -515,6 +550,11 @@ impl Hub {
     /// Routes a server's request to the agent whose call it is serving.
     fn server_request(&self, incoming: IncomingRequest) {
         let IncomingRequest { server, request } = incoming;
+        if let Some(slot) = self.latest_slot(&server) {
+            // A 2026-07-28 request's call: the question becomes its `input_required`.
+            slot.ask(request);
+            return;
+        }
         let capability = match request.method.as_str() {
             "sampling/createMessage" => "sampling",
             "elicitation/create" => "elicitation",
@@ -540,9 +580,9 @@ impl Hub {
             return;
         };
         if session.is_modern() {
-            // A stateless 2026-07-28 request has no channel for a server's request: it
-            // would have to become an `input_required` result of the call, which Corral
-            // does not translate yet. Answer at once rather than let the server wait.
+            // A stateless 2026-07-28 request that cannot carry a question (only
+            // tools/call, prompts/get and resources/read can, see `crate::park`).
+            // Answer at once rather than let the server wait.
             let what = if capability.is_empty() {
                 request.method.clone()
             } else {
@@ -552,9 +592,9 @@ impl Hub {
                 jsonrpc::METHOD_NOT_FOUND,
                 &format!(
                     "corral: the client's call came as a stateless MCP 2026-07-28 request, \
-                     which cannot be asked for {what}: Corral does not translate it to \
-                     input_required yet; a client in a 2025 session (initialize) that \
-                     declares '{capability}' can answer it"
+                     which cannot be asked for {what}: only tools/call, prompts/get and \
+                     resources/read can carry a question (input_required); a client in a \
+                     2025 session (initialize) that declares '{capability}' can answer it"
                 ),
             );
             return;

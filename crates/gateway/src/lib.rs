@@ -37,7 +37,7 @@ pub mod jsonrpc;
 mod listen;
 pub mod modern;
 pub mod naming;
-
+mod park;
 mod session;
 pub mod stdio;
 pub mod tools;

@@ -151,6 +151,8 @@ pub fn level_rank(level: &str) -> u8 {
 
 /// One agent session.
 pub struct Session {
+    /// Itself, so a call can outlive the request that started it ([`crate::park`]).
+    me: std::sync::Weak<Session>,
     hub: Arc<Hub>,
     shared: Arc<SessionShared>,
     /// Requests in flight by raw id text, for cancellation.
@@ -167,7 +169,8 @@ impl Session {
         out: Arc<dyn Outbound>,
         transport: &'static str,
     ) -> Arc<Session> {
-        Arc::new(Session {
+        Arc::new_cyclic(|me| Session {
+            me: me.clone(),
             hub,
             shared: Arc::new(SessionShared {
                 id,
@@ -191,12 +194,12 @@ impl Session {
         self.shared.id
     }
 
-    pub(crate) fn shared(&self) -> &Arc<SessionShared> {
-        &self.shared
-    }
-
     pub(crate) fn hub(&self) -> &Arc<Hub> {
         &self.hub
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<SessionShared> {
+        &self.shared
     }
 
     /// The protocol version agreed at initialize.
@@ -385,15 +388,16 @@ impl Session {
     }
 
     /// A stateless request: served like a 2025 one, answered in the 2026-07-28 shape.
-    /// Its `meta` (capabilities, client info) is this request's alone; nothing that
-    /// needs the agent's capabilities (a server's sampling or elicitation request) is
-    /// sent to a modern session (see `Hub::server_request`).
+    /// Its `meta` (capabilities, client info) is this request's alone. A server's
+    /// question during a `tools/call`, `prompts/get` or `resources/read` becomes an
+    /// `input_required` answer and the call waits for the retry ([`crate::park`]); no
+    /// server request is ever sent to a modern session (see `Hub::server_request`).
     async fn request_modern(
         &self,
         id: &RawValue,
         method: &str,
         params: Option<Box<RawValue>>,
-        _meta: &ModernMeta,
+        meta: &ModernMeta,
     ) -> Vec<u8> {
         if method == "server/discover" {
             return jsonrpc::result(id, &modern::discover_result(&self.instructions()));
@@ -404,6 +408,11 @@ impl Session {
         // Server logs reach this request only if it asked (`_meta` logLevel).
         let _logs = crate::listen::requested_log_level(params.as_deref())
             .map(|level| self.scope_logs(id, level));
+        if crate::park::carries(method)
+            && let Some(me) = self.me.upgrade()
+        {
+            return crate::park::serve(self, me, id, method, params, meta).await;
+        }
         let response = self.request(id, method, params).await;
         modern::stamp(response, id, modern::cacheable(method))
     }
@@ -438,7 +447,7 @@ impl Session {
         }
     }
 
-    async fn request(
+    pub(crate) async fn request(
         &self,
         id: &RawValue,
         method: &str,

@@ -47,6 +47,7 @@ mod instance;
 pub mod lines;
 mod listen;
 pub mod output;
+pub mod patience;
 pub mod process;
 pub mod pty;
 pub mod ready;

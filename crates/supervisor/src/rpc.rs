@@ -379,7 +379,8 @@ impl Connection {
             self.pending.lock().unwrap().waiters.remove(&id);
             return Err(self.closed_error_settled().await);
         }
-        let result = tokio::time::timeout_at(deadline, rx).await;
+        // (A parked call's clock is moved by its caller: see `patience`.)
+        let result = crate::patience::wait(deadline, timeout, rx).await.ok_or(());
         guard.done = true;
         match result {
             Ok(Ok(reply)) => reply,
