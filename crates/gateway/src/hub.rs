@@ -4,6 +4,7 @@
 
 use crate::builtin::Builtin;
 use crate::catalog::Catalog;
+use crate::drive::AgentAnswer;
 use crate::jsonrpc;
 use crate::session::{Session, SessionShared};
 use corral_config::ToolPrefix;
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// How the gateway presents itself.
 #[derive(Debug, Clone)]
@@ -61,6 +62,10 @@ pub struct Hub {
     next_id: AtomicU64,
     progress: Mutex<HashMap<u64, ProgressRoute>>,
     client_requests: Mutex<HashMap<u64, (u64, Responder)>>,
+    /// Requests the gateway itself sent an agent (the `input_required` rounds it drives
+    /// for a 2025 agent, [`crate::drive`]): id → (session, who awaits the answer). Ids
+    /// share `next_id` with `client_requests`, so one `corral-N` names one request.
+    agent_answers: Mutex<HashMap<u64, (u64, oneshot::Sender<AgentAnswer>)>>,
     calls: Mutex<crate::FastMap<String, Vec<ActiveCall>>>,
     /// Resource URI → server, learned from `resources/list`.
     pub(crate) resource_routes: Mutex<HashMap<String, String>>,
@@ -121,6 +126,7 @@ impl Hub {
                 next_id: AtomicU64::new(1),
                 progress: Mutex::new(HashMap::new()),
                 client_requests: Mutex::new(HashMap::new()),
+                agent_answers: Mutex::new(HashMap::new()),
                 calls: Mutex::new(crate::FastMap::default()),
                 resource_routes: Mutex::new(HashMap::new()),
                 template_routes: Mutex::new(Vec::new()),
@@ -248,6 +254,11 @@ impl Hub {
             self.bus.emit(ev);
         }
         self.progress.lock().unwrap().retain(|_, r| r.session != id);
+        // Dropping the senders tells the drivers the session is gone.
+        self.agent_answers
+            .lock()
+            .unwrap()
+            .retain(|_, (s, _)| *s != id);
         let orphaned: Vec<Responder> = {
             let mut reqs = self.client_requests.lock().unwrap();
             let ids: Vec<u64> = reqs
@@ -510,6 +521,10 @@ impl Hub {
         }) else {
             return;
         };
+        if let Some((_, tx)) = self.agent_answers.lock().unwrap().remove(&n) {
+            let _ = tx.send(agent_answer(result, error));
+            return;
+        }
         let Some((_, responder)) = self.client_requests.lock().unwrap().remove(&n) else {
             return;
         };
@@ -533,6 +548,19 @@ impl Hub {
                 responder.error(jsonrpc::INTERNAL_ERROR, "empty response from the client")
             }
         }
+    }
+
+    /// Registers a request the gateway sends to `session` itself; its number `N` (the
+    /// request's id is `corral-N`). The answer goes to `tx`.
+    pub(crate) fn await_agent(&self, session: u64, tx: oneshot::Sender<AgentAnswer>) -> u64 {
+        let n = self.next_id();
+        self.agent_answers.lock().unwrap().insert(n, (session, tx));
+        n
+    }
+
+    /// Withdraws request `N` of [`Hub::await_agent`]; whether it was still unanswered.
+    pub(crate) fn forget_agent_answer(&self, n: u64) -> bool {
+        self.agent_answers.lock().unwrap().remove(&n).is_some()
     }
 
     /// Routes a server's request to the agent whose call it is serving.
@@ -792,3 +820,20 @@ async fn pump_requests(
 
 /// How long a fan-out to every server may take at most, whatever their call timeouts.
 pub(crate) const FAN_OUT_LIMIT: Duration = Duration::from_secs(30);
+
+/// An agent's response as the gateway's drivers take it.
+fn agent_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> AgentAnswer {
+    #[derive(serde::Deserialize)]
+    struct E {
+        code: i64,
+        message: String,
+    }
+    match (result, error) {
+        (Some(r), _) => Ok(r.to_owned()),
+        (None, Some(e)) => Err(serde_json::from_str::<E>(e.get()).map_or_else(
+            |_| (jsonrpc::INTERNAL_ERROR, "a malformed error".to_owned()),
+            |e| (e.code, e.message),
+        )),
+        (None, None) => Err((jsonrpc::INTERNAL_ERROR, "an empty response".to_owned())),
+    }
+}

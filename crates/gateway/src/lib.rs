@@ -29,6 +29,7 @@ pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::
 
 pub mod builtin;
 pub mod catalog;
+mod drive;
 pub mod errors;
 pub mod fdio;
 pub mod http;
