@@ -450,3 +450,63 @@ fn url_elicitation_needs_the_url_capability_and_gets_an_elicitation_id() {
     );
     agent.close();
 }
+
+/// One progress token spans every leg Corral sends upstream for a 2025 agent's call: the
+/// server's progress on each leg reaches the agent under the agent's token, in order.
+/// And an agent that answers Corral's question with an error fails the call with a tool
+/// error saying so.
+#[test]
+fn progress_spans_every_leg_and_an_error_answer_fails_the_call() {
+    let p = Project::new(&config(false));
+    let mut agent = mcp::McpClient::start_with(&p, json!({"sampling": {}, "elicitation": {}}));
+    let id = agent.send_request(
+        "tools/call",
+        json!({"name": "fx__test_sampling", "arguments": {"prompt": "p", "rounds": 2, "state_rounds": 1},
+               "_meta": {"progressToken": "tok-1"}}),
+    );
+    for n in 1..=2 {
+        let ask = agent.wait_for("sampling/createMessage", |m| {
+            is_request(m, "sampling/createMessage")
+        });
+        answer(
+            &mut agent,
+            &ask,
+            json!({"model": "m", "role": "assistant", "content": {"type": "text", "text": format!("s{n}")}}),
+        );
+    }
+    let r = agent.response(id);
+    assert_eq!(mcp::text(&r["result"]), "LLM response: s1; s2", "{r}");
+    let progress: Vec<&Value> = agent
+        .other
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert!(
+        progress
+            .iter()
+            .all(|m| m["params"]["progressToken"] == "tok-1"),
+        "{progress:?}"
+    );
+    let values: Vec<u64> = progress
+        .iter()
+        .filter_map(|m| m["params"]["progress"].as_u64())
+        .collect();
+    // The first request, the state-only retry, then one retry per answer.
+    assert_eq!(values, [1, 2, 3, 4], "{progress:?}");
+
+    let id = agent.send_request(
+        "tools/call",
+        json!({"name": "fx__test_elicitation", "arguments": {"message": "?"}}),
+    );
+    let ask = agent.wait_for("elicitation/create", |m| {
+        is_request(m, "elicitation/create")
+    });
+    agent.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "error": {"code": -1, "message": "user closed the dialog"}}));
+    let r = agent.response(id);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(
+        mcp::text(&r["result"]).contains("user closed the dialog"),
+        "{r}"
+    );
+    agent.close();
+}
