@@ -309,6 +309,66 @@ fn check_ts(seen: &Value, protocol: &str) {
     );
 }
 
+fn py_client(mode: &str, args: &[&str]) -> Value {
+    let tools = json!([
+        ["fx__test_elicitation", {"message": "Who are you?", "state_rounds": 1}],
+        ["fx__test_sampling", {"prompt": "Say hi", "rounds": 2}],
+    ])
+    .to_string();
+    let out = std::process::Command::new(peers().join("venv/bin/python"))
+        .arg(repo().join("tests/peers/py_client_mrtr.py"))
+        .arg(mode)
+        .args(args)
+        .arg(&tools)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "py_client_mrtr {mode} {args:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(stdout.lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// The real Python client (mcp 2.x): a 2025 session over stdio (Corral drives) and
+/// pinned to 2026-07-28 over HTTP (the SDK drives, through the pass-through).
+#[test]
+fn the_python_client_answers_in_either_mode() {
+    let p = Project::new(&config(true));
+    let up = Up::start(&p);
+    let (corral, cfg) = (corral(), p.dir.join("corral.toml"));
+    let legacy = py_client(
+        "legacy",
+        &["stdio", corral.to_str().unwrap(), cfg.to_str().unwrap()],
+    );
+    let pinned = py_client("2026-07-28", &["http", up.url.as_str(), up.token.as_str()]);
+    for (seen, protocol) in [(&legacy, "2025-11-25"), (&pinned, "2026-07-28")] {
+        assert_eq!(seen["protocol"], protocol, "{seen}");
+        let calls = &seen["calls"];
+        assert_eq!(
+            calls[0]["text"],
+            r#"User response: action=accept, content={"email":"py@example.com","username":"py"}"#,
+            "{seen}"
+        );
+        assert_eq!(
+            calls[1]["text"], "LLM response: sampled 2; sampled 3",
+            "{seen}"
+        );
+        assert_eq!(
+            seen["asked"],
+            json!([
+                "elicitation: Who are you?",
+                "sampling: Say hi",
+                "sampling: Say hi"
+            ]),
+            "{seen}"
+        );
+    }
+}
+
 /// The real TypeScript client, 2025 session (Corral drives) and pinned to 2026-07-28
 /// (the client drives, through Corral's pass-through), over stdio.
 #[test]
@@ -509,4 +569,79 @@ fn progress_spans_every_leg_and_an_error_answer_fails_the_call() {
         "{r}"
     );
     agent.close();
+}
+
+/// Over Streamable HTTP, a 2025 session's question rides the SSE stream of the POST
+/// that made the call (not the GET stream), and the answer, POSTed on its own, lets the
+/// call finish on that same stream.
+#[test]
+fn over_http_the_question_rides_the_calls_own_stream() {
+    use std::io::{BufRead, BufReader};
+    let p = Project::new(&config(true));
+    let up = Up::start(&p);
+    let init = up.post(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw-http","version":"1"}}}"#,
+        &[],
+    );
+    assert_eq!(init.status, 200, "{init:?}");
+    let sid = init
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_owned();
+    let r = up.post(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        &[("Mcp-Session-Id", &sid)],
+    );
+    assert_eq!(r.status, 202, "{r:?}");
+    // tools/list waits for the server to be ready.
+    let r = up.post(
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        &[("Mcp-Session-Id", &sid)],
+    );
+    assert!(r.body.contains("fx__test_elicitation"), "{r:?}");
+
+    // The call, on a connection read as it streams.
+    let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fx__test_elicitation","arguments":{"message":"Over HTTP?"}}}"#;
+    let mut s = std::net::TcpStream::connect(&up.addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nAuthorization: Bearer {}\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Mcp-Session-Id: {sid}\r\nContent-Length: {}\r\n\r\n{body}",
+        up.addr,
+        up.token,
+        body.len()
+    )
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(s).lines() {
+            let Ok(line) = line else { break };
+            if let Some(data) = line.strip_prefix("data: ")
+                && let Ok(v) = serde_json::from_str(data)
+                && tx.send(v).is_err()
+            {
+                break;
+            }
+        }
+    });
+    let ask = rx
+        .recv_timeout(DEADLINE)
+        .expect("the question on the call's stream");
+    assert_eq!(ask["method"], "elicitation/create", "{ask}");
+    assert_eq!(ask["params"]["message"], "Over HTTP?", "{ask}");
+    let reply = json!({"jsonrpc": "2.0", "id": ask["id"],
+        "result": {"action": "accept", "content": {"username": "h", "email": "t"}}});
+    let r = up.post(&reply.to_string(), &[("Mcp-Session-Id", &sid)]);
+    assert_eq!(r.status, 202, "{r:?}");
+    let done = rx
+        .recv_timeout(DEADLINE)
+        .expect("the call's result on its stream");
+    assert_eq!(done["id"], 3, "{done}");
+    assert_eq!(
+        mcp::text(&done["result"]),
+        r#"User response: action=accept, content={"email":"t","username":"h"}"#,
+        "{done}"
+    );
 }
