@@ -645,3 +645,29 @@ fn over_http_the_question_rides_the_calls_own_stream() {
         "{done}"
     );
 }
+
+/// `prompts/get` (its name renamed back to the server's) is driven like a call.
+#[test]
+fn a_2025_agents_prompt_get_is_driven_too() {
+    let p = Project::new(&config(false));
+    let mut agent = mcp::McpClient::start_with(&p, json!({"elicitation": {}}));
+    assert!(!agent.tool_names().is_empty()); // (the server is ready)
+    let id = agent.send_request("prompts/get", json!({"name": "fx__test_mrtr_prompt"}));
+    let ask = agent.wait_for("elicitation/create", |m| {
+        is_request(m, "elicitation/create")
+    });
+    assert_eq!(ask["params"]["message"], "Whose prompt?", "{ask}");
+    answer(
+        &mut agent,
+        &ask,
+        json!({"action": "accept", "content": {"username": "pr", "email": "e"}}),
+    );
+    let r = agent.response(id);
+    assert_eq!(
+        r["result"]["messages"][0]["content"]["text"],
+        r#"User response: action=accept, content={"email":"e","username":"pr"}"#,
+        "{r}"
+    );
+    assert!(r["result"].get("resultType").is_none(), "{r}");
+    agent.close();
+}
