@@ -409,7 +409,7 @@ fn a_typescript_2026_server_asks_a_2025_agent_through_corral() {
         "[servers.tsmodern]\ncommand = \"node\"\nargs = [\"{{repo}}/crates/cli/tests/peers/ts_modern_server.cjs\", \"{}\"]\n",
         ts.display()
     ));
-    let mut agent = mcp::McpClient::start_with(&p, json!({"elicitation": {}}));
+    let mut agent = mcp::McpClient::start_with(&p, json!({"elicitation": {}, "roots": {}}));
     let id = agent.send_request(
         "tools/call",
         json!({"name": "tsmodern__confirm", "arguments": {}}),
@@ -426,6 +426,40 @@ fn a_typescript_2026_server_asks_a_2025_agent_through_corral() {
     let r = agent.response(id);
     assert_eq!(mcp::text(&r["result"]), "confirmed: true", "{r}");
     assert!(r["result"].get("resultType").is_none(), "{r}");
+
+    // Roots, the same way.
+    let id = agent.send_request(
+        "tools/call",
+        json!({"name": "tsmodern__where", "arguments": {}}),
+    );
+    let ask = agent.wait_for("roots/list", |m| is_request(m, "roots/list"));
+    answer(
+        &mut agent,
+        &ask,
+        json!({"roots": [{"uri": "file:///work/app", "name": "app"}]}),
+    );
+    let r = agent.response(id);
+    assert_eq!(mcp::text(&r["result"]), "roots: file:///work/app", "{r}");
+    agent.close();
+
+    // An agent that declared neither is not asked: a tool error names what is missing.
+    let mut agent = mcp::McpClient::start_with(&p, json!({}));
+    for (tool, cap) in [
+        ("tsmodern__confirm", "elicitation"),
+        ("tsmodern__where", "roots"),
+    ] {
+        let r = agent.request("tools/call", json!({"name": tool, "arguments": {}}));
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert!(mcp::text(&r["result"]).contains(cap), "{r}");
+    }
+    assert!(
+        !agent
+            .other
+            .iter()
+            .any(|m| m.get("method").is_some() && m.get("id").is_some()),
+        "{:?}",
+        agent.other
+    );
     agent.close();
 }
 

@@ -3,7 +3,8 @@
 // .peers/ts-server): `serveStdio(factory, {legacy: 'reject'})` refuses `initialize`
 // with -32022. Tools: `shout {text}` (upper-cases it) and `confirm {}`, which asks the
 // 2026 way: an input_required result with an elicitation, then, on the retry with the
-// answer, "confirmed: <answer>" (or "not confirmed" when declined).
+// answer, "confirmed: <answer>" (or "not confirmed" when declined); `where {}` asks for
+// the client's roots the same way and answers "roots: <uris>".
 // Usage: node ts_modern_server.cjs <dir holding node_modules>
 const path = require('node:path');
 const { createRequire } = require('node:module');
@@ -40,6 +41,17 @@ serveStdio(
             }),
           },
         });
+      }
+    );
+    server.registerTool(
+      'where',
+      { description: "Lists the client's roots", inputSchema: z.object({}) },
+      async (_args, ctx) => {
+        const answer = inputResponse(ctx.mcpReq.inputResponses, 'roots');
+        if (answer.kind === 'roots') {
+          return { content: [{ type: 'text', text: `roots: ${answer.roots.map((r) => r.uri).join(' ')}` }] };
+        }
+        return inputRequired({ inputRequests: { roots: inputRequired.listRoots() } });
       }
     );
     return server;
