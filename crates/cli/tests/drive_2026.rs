@@ -546,7 +546,8 @@ fn url_elicitation_needs_the_url_capability_and_gets_an_elicitation_id() {
 }
 
 /// One progress token spans every leg Corral sends upstream for a 2025 agent's call: the
-/// server's progress on each leg reaches the agent under the agent's token, in order.
+/// server's progress on each leg reaches the agent under the agent's token, in order,
+/// and only growing (MCP requires it; each leg here counts from 1 again).
 /// And an agent that answers Corral's question with an error fails the call with a tool
 /// error saying so.
 #[test]
@@ -585,7 +586,8 @@ fn progress_spans_every_leg_and_an_error_answer_fails_the_call() {
         .iter()
         .filter_map(|m| m["params"]["progress"].as_u64())
         .collect();
-    // The first request, the state-only retry, then one retry per answer.
+    // The first request, the state-only retry, then one retry per answer; each leg
+    // counted from 1 again, and the agent saw only the values that grew.
     assert_eq!(values, [1, 2, 3, 4], "{progress:?}");
 
     let id = agent.send_request(

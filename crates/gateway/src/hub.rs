@@ -40,6 +40,10 @@ struct ProgressRoute {
     session: u64,
     token: Box<RawValue>,
     request: Box<RawValue>,
+    /// The last `progress` value forwarded: MCP requires each to be above the one
+    /// before, and a call that spans several upstream requests (a 2026 server's
+    /// `input_required` rounds, `drive.rs`) may hear each leg count from the start.
+    last: Option<f64>,
 }
 
 /// A forwarded call in flight, for routing what a server sends during it.
@@ -461,6 +465,7 @@ impl Hub {
                 session,
                 token: token.to_owned(),
                 request: request.to_owned(),
+                last: None,
             },
         );
         id
@@ -656,11 +661,19 @@ impl Hub {
         else {
             return;
         };
+        let value = p.get("progress").and_then(Value::as_f64);
         let route = {
-            let progress = self.progress.lock().unwrap();
-            progress
-                .get(&id)
-                .map(|r| (r.session, r.token.clone(), r.request.clone()))
+            let mut progress = self.progress.lock().unwrap();
+            progress.get_mut(&id).and_then(|r| {
+                // Not above the last one: dropped, so the agent sees progress only grow.
+                if let (Some(v), Some(last)) = (value, r.last)
+                    && v <= last
+                {
+                    return None;
+                }
+                r.last = value.or(r.last);
+                Some((r.session, r.token.clone(), r.request.clone()))
+            })
         };
         let Some((sid, token, request)) = route else {
             return;
