@@ -159,8 +159,9 @@ fn a_typescript_server_that_rejects_legacy_clients_serves_a_2025_agent_through_c
     let mut agent = mcp::McpClient::bridge(&p);
     let result = agent.call("tsmodern__shout", serde_json::json!({"text": "abc"}));
     assert_eq!(mcp::text(&result), "ABC", "{result}");
-    // Corral declares no client capabilities upstream (it cannot relay input_required
-    // yet), so a tool that needs elicitation fails with the server's reason, no hang.
+    // This agent declared no elicitation, and Corral says so upstream: a tool that asks
+    // for it fails with a tool error naming the capability, no hang (an agent that
+    // declares it is asked: drive_2026.rs).
     let r = agent.request(
         "tools/call",
         serde_json::json!({"name": "tsmodern__confirm", "arguments": {}}),

@@ -3,6 +3,7 @@
 //! session (progress tokens, server→client requests, subscriptions).
 
 use crate::catalog::Catalog;
+use crate::drive::AgentAnswer;
 use crate::jsonrpc;
 use crate::session::{Session, SessionShared};
 use crate::tools::{self, Builtin};
@@ -18,7 +19,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 /// How the gateway presents itself.
 #[derive(Debug, Clone)]
@@ -39,6 +40,10 @@ struct ProgressRoute {
     session: u64,
     token: Box<RawValue>,
     request: Box<RawValue>,
+    /// The last `progress` value forwarded: MCP requires each to be above the one
+    /// before, and a call that spans several upstream requests (a 2026 server's
+    /// `input_required` rounds, `drive.rs`) may hear each leg count from the start.
+    last: Option<f64>,
 }
 
 /// A forwarded call in flight, for routing what a server sends during it.
@@ -64,6 +69,10 @@ pub struct Hub {
     next_id: AtomicU64,
     progress: Mutex<HashMap<u64, ProgressRoute>>,
     client_requests: Mutex<HashMap<u64, (u64, Responder)>>,
+    /// Requests the gateway itself sent an agent (the `input_required` rounds it drives
+    /// for a 2025 agent, [`crate::drive`]): id → (session, who awaits the answer). Ids
+    /// share `next_id` with `client_requests`, so one `corral-N` names one request.
+    agent_answers: Mutex<HashMap<u64, (u64, oneshot::Sender<AgentAnswer>)>>,
     calls: Mutex<crate::FastMap<String, Vec<ActiveCall>>>,
     /// Resource URI → server, learned from `resources/list`.
     pub(crate) resource_routes: Mutex<HashMap<String, String>>,
@@ -129,6 +138,7 @@ impl Hub {
                 next_id: AtomicU64::new(1),
                 progress: Mutex::new(HashMap::new()),
                 client_requests: Mutex::new(HashMap::new()),
+                agent_answers: Mutex::new(HashMap::new()),
                 calls: Mutex::new(crate::FastMap::default()),
                 resource_routes: Mutex::new(HashMap::new()),
                 template_routes: Mutex::new(Vec::new()),
@@ -240,6 +250,11 @@ impl Hub {
             self.release_resource(&uri);
         }
         self.progress.lock().unwrap().retain(|_, r| r.session != id);
+        // Dropping the senders tells the drivers the session is gone.
+        self.agent_answers
+            .lock()
+            .unwrap()
+            .retain(|_, (s, _)| *s != id);
         let orphaned: Vec<Responder> = {
             let mut reqs = self.client_requests.lock().unwrap();
             let ids: Vec<u64> = reqs
@@ -436,6 +451,7 @@ impl Hub {
                 session,
                 token: token.to_owned(),
                 request: request.to_owned(),
+                last: None,
             },
         );
         id
@@ -522,6 +538,10 @@ impl Hub {
         }) else {
             return;
         };
+        if let Some((_, tx)) = self.agent_answers.lock().unwrap().remove(&n) {
+            let _ = tx.send(agent_answer(result, error));
+            return;
+        }
         let Some((_, responder)) = self.client_requests.lock().unwrap().remove(&n) else {
             return;
         };
@@ -545,6 +565,19 @@ impl Hub {
                 responder.error(jsonrpc::INTERNAL_ERROR, "empty response from the client")
             }
         }
+    }
+
+    /// Registers a request the gateway sends to `session` itself; its number `N` (the
+    /// request's id is `corral-N`). The answer goes to `tx`.
+    pub(crate) fn await_agent(&self, session: u64, tx: oneshot::Sender<AgentAnswer>) -> u64 {
+        let n = self.next_id();
+        self.agent_answers.lock().unwrap().insert(n, (session, tx));
+        n
+    }
+
+    /// Withdraws request `N` of [`Hub::await_agent`]; whether it was still unanswered.
+    pub(crate) fn forget_agent_answer(&self, n: u64) -> bool {
+        self.agent_answers.lock().unwrap().remove(&n).is_some()
     }
 
     /// Routes a server's request to the agent whose call it is serving.
@@ -645,11 +678,19 @@ impl Hub {
         else {
             return;
         };
+        let value = p.get("progress").and_then(Value::as_f64);
         let route = {
-            let progress = self.progress.lock().unwrap();
-            progress
-                .get(&id)
-                .map(|r| (r.session, r.token.clone(), r.request.clone()))
+            let mut progress = self.progress.lock().unwrap();
+            progress.get_mut(&id).and_then(|r| {
+                // Not above the last one: dropped, so the agent sees progress only grow.
+                if let (Some(v), Some(last)) = (value, r.last)
+                    && v <= last
+                {
+                    return None;
+                }
+                r.last = value.or(r.last);
+                Some((r.session, r.token.clone(), r.request.clone()))
+            })
         };
         let Some((sid, token, request)) = route else {
             return;
@@ -832,5 +873,22 @@ fn reason_static(reason: &str) -> &'static str {
         "deleted" => "the session was deleted",
         "expired" => "the session expired",
         _ => "the session closed",
+    }
+}
+
+/// An agent's response as the gateway's drivers take it.
+fn agent_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> AgentAnswer {
+    #[derive(serde::Deserialize)]
+    struct E {
+        code: i64,
+        message: String,
+    }
+    match (result, error) {
+        (Some(r), _) => Ok(r.to_owned()),
+        (None, Some(e)) => Err(serde_json::from_str::<E>(e.get()).map_or_else(
+            |_| (jsonrpc::INTERNAL_ERROR, "a malformed error".to_owned()),
+            |e| (e.code, e.message),
+        )),
+        (None, None) => Err((jsonrpc::INTERNAL_ERROR, "an empty response".to_owned())),
     }
 }

@@ -16,8 +16,11 @@
 //! gateway-unique token; its log messages go to every session (logger = server name),
 //! attached to that session's call on that server when there is one; its sampling and
 //! elicitation requests go to the session whose call it is serving; its list changes
-//! become one `list_changed` to every session. When servers come and go (ready, crash,
-//! stop), the catalog is rebuilt and sessions are told only if the tool list changed.
+//! become one `list_changed` to every session. A 2026-07-28 server cannot send requests:
+//! it answers a call with `input_required`, which a 2026 agent gets as it is and a 2025
+//! agent gets as ordinary requests on its session while Corral retries the call
+//! (`drive.rs`). When servers come and go (ready, crash, stop), the catalog is rebuilt
+//! and sessions are told only if the tool list changed.
 //!
 //! Degradation: a server that is down simply has no tools in the list; a call to one of
 //! its tools is answered at once with a short actionable tool error, and everything else
@@ -28,7 +31,7 @@
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 pub mod catalog;
-
+mod drive;
 pub mod fdio;
 pub mod http;
 pub use corral_httpd as httpd;

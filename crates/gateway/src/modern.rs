@@ -229,8 +229,8 @@ fn server_info() -> String {
 
 /// Turns the response to a modern request into its 2026-07-28 shape: a result gets
 /// `resultType: "complete"`, the server info in `_meta` and, if `cacheable`, the cache
-/// hint; a `-32002` (resource not found, 2025) becomes `-32602`. Fields the result
-/// already has are kept.
+/// hint (never on an `input_required` result); a `-32002` (resource not found, 2025)
+/// becomes `-32602`. Fields the result already has are kept.
 pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
     let head_len = r#"{"jsonrpc":"2.0","id":"#.len() + id.get().len();
     let ok = |tail: &[u8]| {
@@ -258,8 +258,8 @@ pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
         // Only now: a scan of the result's top level, borrowing, allocating nothing.
         #[derive(Deserialize)]
         struct Head<'a> {
-            #[serde(rename = "resultType", default)]
-            result_type: Option<IgnoredAny>,
+            #[serde(rename = "resultType", borrow, default)]
+            result_type: Option<Cow<'a, str>>,
             #[serde(rename = "ttlMs", default)]
             ttl: Option<IgnoredAny>,
             #[serde(rename = "_meta", borrow, default)]
@@ -272,7 +272,9 @@ pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
             return response;
         };
         has_type = head.result_type.is_some();
-        has_hint = head.ttl.is_some();
+        // An `input_required` result (a multi round-trip request, passed through from a
+        // 2026 server) must never be cached: it gets no cache hint.
+        has_hint = head.ttl.is_some() || head.result_type.as_deref() == Some("input_required");
         meta = head.meta.map(|m| {
             (
                 m.get().as_ptr() as usize - result.as_ptr() as usize,
@@ -524,6 +526,16 @@ mod tests {
             r,
             json!({"resultType": "complete", "_meta": {SERVER_INFO_KEY: info}})
         );
+        let r = stamped(
+            r#"{"resultType":"input_required","inputRequests":{"k":{"method":"roots/list"}},"requestState":"s"}"#,
+            true,
+        );
+        assert_eq!(r["resultType"], "input_required");
+        assert!(
+            r.get("ttlMs").is_none() && r.get("cacheScope").is_none(),
+            "{r}"
+        );
+        assert_eq!(r["requestState"], "s");
         let r = stamped(
             r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public"}"#,
             true,

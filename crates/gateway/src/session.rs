@@ -8,6 +8,7 @@
 //! drops the forwarded call and so sends `notifications/cancelled` on to the server.
 
 use crate::catalog::Route;
+use crate::drive;
 use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
 use crate::jsonrpc::{self, Envelope, Request};
 use crate::modern::{self, Claim, ModernMeta};
@@ -98,6 +99,11 @@ impl SessionShared {
     /// Whether the agent declared client capability `cap` (`sampling`, …).
     pub fn supports(&self, cap: &str) -> bool {
         cap.is_empty() || self.caps.lock().unwrap().get(cap).is_some()
+    }
+
+    /// The client capabilities the agent declared at `initialize` (`null` before).
+    pub(crate) fn client_capabilities(&self) -> Value {
+        self.caps.lock().unwrap().clone()
     }
 
     pub fn log_level(&self) -> u8 {
@@ -575,6 +581,12 @@ impl Session {
             arguments: Option<&'a RawValue>,
             #[serde(rename = "_meta", borrow, default)]
             meta: Option<&'a RawValue>,
+            /// A 2026 agent's retry of an `input_required` round: passed to a modern
+            /// server as they came.
+            #[serde(rename = "inputResponses", borrow, default)]
+            input_responses: Option<&'a RawValue>,
+            #[serde(rename = "requestState", borrow, default)]
+            request_state: Option<&'a RawValue>,
         }
         let Some(p) = params
             .as_deref()
@@ -611,13 +623,24 @@ impl Session {
             return self.unknown_tool(id, name);
         };
         let _call = self.hub.begin_call(server, self.shared.id, id);
+        let modern_server = handle.era() == Some(corral_supervisor::Era::Modern);
+        // A 2025 agent calling a 2026 server: Corral answers its input_required rounds.
+        let driven = modern_server && !self.shared.is_modern();
         // The forwarded params: the original tool name, the arguments as they are, and
         // `_meta` with a progress token unique across sessions. They are written straight
         // into the request line, and the agent's params are freed once it is built.
         let mut progress_id = None;
-        let meta = p.meta.map(|meta| {
-            let mut meta: serde_json::Map<String, Value> =
-                serde_json::from_str(meta.get()).unwrap_or_default();
+        let mut meta = p
+            .meta
+            .map(|meta| serde_json::from_str(meta.get()).unwrap_or_default());
+        if driven {
+            let meta: &mut serde_json::Map<String, Value> = meta.get_or_insert_default();
+            meta.insert(
+                modern::CLIENT_CAPABILITIES_KEY.to_owned(),
+                drive::upstream_capabilities(&self.shared),
+            );
+        }
+        let meta = meta.map(|mut meta: serde_json::Map<String, Value>| {
             if let Some(token) = meta.get("progressToken") {
                 let raw = jsonrpc::raw(token.to_string());
                 let n = self.hub.register_progress(self.shared.id, &raw, id);
@@ -631,20 +654,71 @@ impl Session {
         });
         // A 2025 agent's logging/setLevel reaches a modern server as `_meta` logLevel.
         let meta = crate::listen::with_log_level(meta, &self.shared, handle);
+        if driven {
+            let mut upstream = String::with_capacity(64 + p.arguments.map_or(0, |a| a.get().len()));
+            upstream.push_str(r#"{"name":"#);
+            jsonrpc::push_str(&mut upstream, tool);
+            if let Some(a) = p.arguments {
+                upstream.push_str(r#","arguments":"#);
+                push_single_line(&mut upstream, a.get());
+            }
+            if let Some(meta) = &meta {
+                upstream.push_str(r#","_meta":"#);
+                upstream.push_str(meta);
+            }
+            upstream.push('}');
+            drop(params);
+            let outcome =
+                drive::request(&self.hub, &self.shared, handle, "tools/call", id, upstream).await;
+            if let Some(n) = progress_id {
+                self.hub.forget_progress(n);
+            }
+            return match outcome {
+                drive::Outcome::Done(r) => jsonrpc::result(id, r.get()),
+                drive::Outcome::Error(e) => reply(id, Err(e), |e| {
+                    let msg = agent_message(&e, &self.hub.catalog());
+                    jsonrpc::result(id, &jsonrpc::tool_error_result(&msg))
+                }),
+                drive::Outcome::Failed(msg) => {
+                    jsonrpc::result(id, &jsonrpc::tool_error_result(&msg))
+                }
+            };
+        }
         let all = params.as_deref().map_or("", RawValue::get);
-        // Where the arguments are in the agent's params (they were parsed from them).
-        let args = p.arguments.map(|a| {
-            let start = a.get().as_ptr() as usize - all.as_ptr() as usize;
-            start..start + a.get().len()
-        });
-        let len = args.as_ref().map_or(0, |r| r.len());
+        // Where a member is in the agent's params (it was parsed from them).
+        let span = |v: Option<&RawValue>| {
+            v.map(|a| {
+                let start = a.get().as_ptr() as usize - all.as_ptr() as usize;
+                start..start + a.get().len()
+            })
+        };
+        let args = span(p.arguments);
+        // A retry's answers and state, for a modern server only (a 2025 server has no
+        // such params; a modern agent's retry to one is not Corral's to complete here).
+        let (answers, state) = if modern_server {
+            (span(p.input_responses), span(p.request_state))
+        } else {
+            (None, None)
+        };
+        let len = [&args, &answers, &state]
+            .iter()
+            .map(|r| r.as_ref().map_or(0, |r| r.len()))
+            .sum::<usize>();
         let owned_tool = tool.to_owned();
         let write = move |line: &mut String| {
             line.push_str(r#","params":{"name":"#);
             jsonrpc::push_str(line, &owned_tool);
-            if let (Some(r), Some(params)) = (args, &params) {
-                line.push_str(r#","arguments":"#);
-                push_single_line(line, &params.get()[r]);
+            if let Some(params) = &params {
+                for (key, range) in [
+                    (r#","arguments":"#, args),
+                    (r#","inputResponses":"#, answers),
+                    (r#","requestState":"#, state),
+                ] {
+                    if let Some(r) = range {
+                        line.push_str(key);
+                        push_single_line(line, &params.get()[r]);
+                    }
+                }
             }
             if let Some(meta) = meta {
                 line.push_str(r#","_meta":"#);
@@ -1004,10 +1078,34 @@ impl Session {
         // A 2025 agent's logging/setLevel reaches a modern server as `_meta` logLevel.
         let leveled = crate::listen::params_with_log_level(params, &self.shared, &h);
         let params = leveled.as_deref().or(params);
-        reply(id, h.request(method, params).await, |e| {
+        let failed = |e: CallError| {
             let msg = agent_message(&e, &self.hub.catalog());
             jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
-        })
+        };
+        if drive::drives(&self.shared, &h) {
+            // A 2025 agent, a 2026 server: Corral answers the server's input_required
+            // rounds through the agent, and the result loses its 2026-only members.
+            if !matches!(method, "prompts/get" | "resources/read") {
+                let result = h.request(method, params).await;
+                return reply(id, result.map(drive::strip_modern), failed);
+            }
+            let caps = drive::upstream_capabilities(&self.shared);
+            let params = drive::with_capabilities(params, caps);
+            return match drive::request(&self.hub, &self.shared, &h, method, id, params).await {
+                drive::Outcome::Done(r) => jsonrpc::result(id, r.get()),
+                drive::Outcome::Error(e) => reply(id, Err(e), failed),
+                drive::Outcome::Failed(msg) => {
+                    jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
+                }
+            };
+        }
+        // A 2026 agent gets a 2026 server's input_required as it is, to answer and retry.
+        let result = if self.shared.is_modern() {
+            h.request_relayed(method, params.map(RawValue::get)).await
+        } else {
+            h.request(method, params).await
+        };
+        reply(id, result, failed)
     }
 }
 
@@ -1020,6 +1118,17 @@ fn reply(
 ) -> Vec<u8> {
     match result {
         Ok(r) => jsonrpc::result(id, r.get()),
+        // A server that rejects the revision or the headers Corral negotiated with it:
+        // Corral's fault, not the agent's, and the raw code would tell the agent
+        // that its own request was malformed.
+        Err(CallError::Rpc {
+            server,
+            source: RpcError::Server { code, message, .. },
+        }) if drive::is_corral_fault(code) => jsonrpc::error(
+            Some(id),
+            jsonrpc::INTERNAL_ERROR,
+            &drive::corral_fault(&server, code, &message),
+        ),
         Err(CallError::Rpc {
             source:
                 RpcError::Server {

@@ -399,7 +399,8 @@ impl Connection {
 
     /// From now on every request carries `meta` (a JSON object's text) as its
     /// `params._meta`, merged into any `_meta` the caller's params already have (the
-    /// caller's keys stay, ours win on a clash). A modern (2026-07-28) server is
+    /// caller's keys win, except `protocolVersion`, which is always ours: see
+    /// `stamp_meta`). A modern (2026-07-28) server is
     /// stateless: the protocol version and the client's capabilities travel on each
     /// request. Set once, after the handshake chose the revision.
     pub fn stamp_requests(&self, meta: String) {
@@ -557,10 +558,21 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// The one `_meta` key the stamp always sets: the revision is the connection's, whatever
+/// the caller's params say.
+const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+
 /// Puts `"_meta":META` into the params that `line[at..]` holds (`,"params":{…}` or
 /// nothing). The usual case — params without a `_meta` of their own — is a splice after
-/// the object's `{`; params that have one are parsed and merged (rare: a progress token
-/// of an agent's call).
+/// the object's `{`; params that have one are parsed and merged (an agent's call with a
+/// progress token, or a 2026 agent's own `_meta`).
+///
+/// The merge: the stamp forces only `protocolVersion` (the revision this connection
+/// negotiated); every other key the request's own `_meta` has wins — the agent's
+/// `clientCapabilities` (what it can answer in an `input_required` round), `clientInfo`,
+/// `logLevel`, `progressToken` — and the stamp fills in what is missing. A stateless
+/// server must judge each request by what that request's client declared, not by
+/// Corral's default.
 fn stamp_meta(line: &mut String, at: usize, meta: &str) {
     let written = &line[at..];
     let Some(params) = written.strip_prefix(r#","params":"#) else {
@@ -597,7 +609,15 @@ fn stamp_meta(line: &mut String, at: usize, meta: &str) {
             .entry("_meta")
             .or_insert_with(|| serde_json::Value::Object(Default::default()));
         match slot.as_object_mut() {
-            Some(theirs) => theirs.extend(ours),
+            Some(theirs) => {
+                for (key, value) in ours {
+                    if key == PROTOCOL_VERSION_KEY {
+                        theirs.insert(key, value);
+                    } else {
+                        theirs.entry(key).or_insert(value);
+                    }
+                }
+            }
             None => *slot = serde_json::Value::Object(ours),
         }
     }
@@ -1024,6 +1044,24 @@ mod tests {
             v["_meta"]["io.modelcontextprotocol/protocolVersion"],
             "2026-07-28"
         );
+    }
+
+    #[test]
+    fn stamp_meta_forces_only_the_version_and_keeps_the_requests_own_keys() {
+        let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"corral"}}"#;
+        let mut line = r#"{"id":1,"params":{"name":"x","requestState":"s\u00e9","_meta":{"io.modelcontextprotocol/protocolVersion":"1999-01-01","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}},"io.modelcontextprotocol/logLevel":"debug"}}"#.to_owned();
+        super::stamp_meta(&mut line, 7, meta);
+        line.push('}');
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        let m = &v["params"]["_meta"];
+        assert_eq!(m["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+        assert_eq!(
+            m["io.modelcontextprotocol/clientCapabilities"],
+            serde_json::json!({"elicitation": {}})
+        );
+        assert_eq!(m["io.modelcontextprotocol/logLevel"], "debug");
+        assert_eq!(m["io.modelcontextprotocol/clientInfo"]["name"], "corral");
+        assert_eq!(v["params"]["requestState"], "s\u{e9}");
     }
 
     use super::*;

@@ -555,6 +555,18 @@ impl ServerHandle {
         method: &str,
         params: Option<&str>,
     ) -> Result<Box<RawValue>, CallError> {
+        let result = self.request_relayed(method, params).await?;
+        self.complete_result(method, result)
+    }
+
+    /// [`request_json`](Self::request_json) for a caller that drives multi round-trip
+    /// requests itself (the gateway): a modern server's `input_required` result comes
+    /// back as it is, for the caller to pass on or answer.
+    pub async fn request_relayed(
+        &self,
+        method: &str,
+        params: Option<&str>,
+    ) -> Result<Box<RawValue>, CallError> {
         let tool = || {
             params
                 .and_then(|p| serde_json::from_str::<Value>(p).ok())
@@ -565,16 +577,15 @@ impl ServerHandle {
             self.modern_allows(method)?;
         }
         let timeout = self.shared.cfg.call_timeout;
-        let result = conn
-            .request(method, params, timeout)
+        conn.request(method, params, timeout)
             .await
-            .map_err(|e| self.call_failed(method, tool, e))?;
-        self.complete_result(&conn, method, result)
+            .map_err(|e| self.call_failed(method, tool, e))
     }
 
-    /// [`request_json`](Self::request_json) with the params written straight into the
-    /// request line by `write_params` (see [`Connection::request_with`]); `tool` names
-    /// the tool called, for a timeout's event.
+    /// [`request_relayed`](Self::request_relayed) with the params written straight into
+    /// the request line by `write_params` (see [`Connection::request_with`]); `tool`
+    /// names the tool called, for a timeout's event. The gateway's forwarding path: an
+    /// `input_required` result is returned as it is.
     pub async fn request_with(
         &self,
         method: &str,
@@ -587,11 +598,9 @@ impl ServerHandle {
             self.modern_allows(method)?;
         }
         let timeout = self.shared.cfg.call_timeout;
-        let result = conn
-            .request_with(method, len, timeout, write_params)
+        conn.request_with(method, len, timeout, write_params)
             .await
-            .map_err(|e| self.call_failed(method, || tool.map(str::to_owned), e))?;
-        self.complete_result(&conn, method, result)
+            .map_err(|e| self.call_failed(method, || tool.map(str::to_owned), e))
     }
 
     /// A modern (2026-07-28) server has no `ping`, `logging/setLevel`,
@@ -613,17 +622,18 @@ impl ServerHandle {
         })
     }
 
-    /// A modern server's `input_required` result (a multi round-trip request) is not
-    /// relayed yet: a `tools/call` gets an `isError` result naming the limitation, other
-    /// methods an error. Every other result passes as it came (`resultType`, `ttlMs`,
-    /// `cacheScope` included; the agent side stamps or strips them per agent).
+    /// For callers that cannot answer a modern server's `input_required` result (a multi
+    /// round-trip request: `corral call`, the control socket): a `tools/call` gets an
+    /// `isError` result naming the limitation, other methods an error. Every other result
+    /// passes as it came (`resultType`, `ttlMs`, `cacheScope` included; the agent side
+    /// stamps or strips them per agent). The gateway uses
+    /// [`request_relayed`](Self::request_relayed) and drives the rounds itself.
     fn complete_result(
         &self,
-        conn: &Connection,
         method: &str,
         result: Box<RawValue>,
     ) -> Result<Box<RawValue>, CallError> {
-        if !conn.is_stamped() || !result.get().contains("input_required") {
+        if !result.get().contains("input_required") {
             return Ok(result);
         }
         let asks = serde_json::from_str::<Value>(result.get())
@@ -635,8 +645,8 @@ impl ServerHandle {
         let name = &self.shared.unit.name;
         let message = format!(
             "asked for input to answer {method} (an MCP {MODERN_PROTOCOL_VERSION} \
-             input_required result); corral does not relay multi round-trip requests yet, \
-             so this call cannot complete through corral"
+             input_required result), which only an MCP client can answer: call it \
+             through Corral's MCP endpoint (corral mcp), from an agent that can answer it"
         );
         if method == "tools/call" {
             let text = format!("server '{name}' {message}");
@@ -1020,10 +1030,11 @@ const REMOVED_IN_MODERN: &[&str] = &[
     "resources/unsubscribe",
 ];
 
-/// The `_meta` of every request to a modern server. Corral declares no client
-/// capabilities upstream: a modern server may only ask for input (elicitation, sampling,
-/// roots) through `input_required` results, which Corral does not relay yet, so it must
-/// not claim it could answer them.
+/// The `_meta` stamped on every request to a modern server, under what the request
+/// itself carries: a request's own `clientCapabilities` (a 2026 agent's, or a 2025
+/// agent's from its `initialize`, put there by the gateway) win, so this `{}` is what a
+/// request says when no agent stands behind it (Corral's own listings, `corral call`),
+/// and such a request must not claim it could answer an `input_required` round.
 fn modern_meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL_VERSION,
