@@ -28,13 +28,12 @@
 //! its retry's `inputResponses`/`requestState` go upstream as they came (see
 //! `Session::call_tool`).
 
+use crate::agent::SessionShared;
 use crate::hub::Hub;
 use crate::jsonrpc;
 use crate::modern::{CLIENT_CAPABILITIES_KEY, HEADER_MISMATCH, UNSUPPORTED_PROTOCOL_VERSION};
-use crate::session::SessionShared;
 use corral_supervisor::rpc::push_json_str;
 use corral_supervisor::{CallError, RpcError, ServerHandle};
-use memchr::memmem;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -125,7 +124,9 @@ struct Ask {
 /// The request of an `input_required` result, or `None` for a complete one. Parses
 /// only a result that mentions `input_required`.
 fn asks(result: &RawValue) -> Option<Ask> {
-    memmem::find(result.get().as_bytes(), b"input_required")?;
+    if !jsonrpc::mentions!(result.get().as_bytes(), "input_required") {
+        return None;
+    }
     #[derive(Deserialize)]
     struct R<'a> {
         #[serde(rename = "resultType", borrow, default)]
@@ -436,9 +437,9 @@ const MISSING_CAPABILITY: i64 = -32021;
 /// (`resultType`, `ttlMs`, `cacheScope`); untouched (not parsed) when it has none.
 pub(crate) fn strip_modern(result: Box<RawValue>) -> Box<RawValue> {
     let text = result.get().as_bytes();
-    if !["\"resultType\"", "\"ttlMs\"", "\"cacheScope\""]
-        .iter()
-        .any(|k| memmem::find(text, k.as_bytes()).is_some())
+    if !(jsonrpc::mentions!(text, "\"resultType\"")
+        || jsonrpc::mentions!(text, "\"ttlMs\"")
+        || jsonrpc::mentions!(text, "\"cacheScope\""))
     {
         return result;
     }

@@ -21,11 +21,13 @@
 //! is not a client this endpoint serves. HTTP/1.1 itself, the connection cap and the
 //! timeouts are [`crate::httpd`].
 
+use crate::agent::Outbound;
 use crate::httpd::{self, Body, BodyError, Limits};
-use crate::hub::{Hub, Outbound};
+use crate::hub::Hub;
 use crate::jsonrpc::{self, Envelope};
+use crate::modern::PROTOCOL_VERSIONS;
 use crate::modern::{self, Claim, ModernMeta};
-use crate::session::{PROTOCOL_VERSIONS, Session};
+use crate::session::Session;
 use bytes::Bytes;
 use corral_events::{Event, Kind, Source};
 use hyper::body::Incoming;
@@ -794,7 +796,7 @@ impl HttpGateway {
             streams: Mutex::new(Streams::default()),
             hub: Arc::downgrade(&self.hub),
         });
-        let session = self.hub.open_session(out.clone(), "http");
+        let session = Session::open(&self.hub, out.clone(), "http");
         out.streams.lock().unwrap().session = session.id();
         Arc::new(HttpSession {
             session,

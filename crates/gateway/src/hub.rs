@@ -2,10 +2,10 @@
 //! resources and prompts, and the bookkeeping that lets messages flow back to the right
 //! session (progress tokens, server→client requests, subscriptions).
 
+use crate::agent::SessionShared;
 use crate::catalog::Catalog;
 use crate::drive::AgentAnswer;
 use crate::jsonrpc;
-use crate::session::{Session, SessionShared};
 use crate::tools::{self, Builtin};
 use corral_config::ToolPrefix;
 use corral_events::{Event, EventBus, Kind, Source};
@@ -26,13 +26,6 @@ use tokio::sync::{broadcast, mpsc, oneshot};
 pub struct GatewayOptions {
     pub tool_prefix: ToolPrefix,
     pub builtin_tools: bool,
-}
-
-/// Sends messages to one agent. `related` is the agent's request a message belongs to
-/// (progress, a server's sampling request during a tool call), so a transport that has
-/// per-request streams (Streamable HTTP) can put it on the right one.
-pub trait Outbound: Send + Sync + 'static {
-    fn send(&self, message: Vec<u8>, related: Option<&RawValue>);
 }
 
 /// Where a rewritten progress token leads back to.
@@ -218,20 +211,10 @@ impl Hub {
         tools::call(b, &ctx, args).await
     }
 
-    /// A new agent session writing through `out`; `transport` (`stdio`, `http`) names
-    /// how the agent is connected, in its `agent.*` events.
-    pub fn open_session(
-        self: &Arc<Self>,
-        out: Arc<dyn Outbound>,
-        transport: &'static str,
-    ) -> Arc<Session> {
-        let id = self.next_id();
-        let session = Session::new(id, self.clone(), out, transport);
-        self.sessions
-            .lock()
-            .unwrap()
-            .insert(id, session.shared().clone());
-        session
+    /// Makes a new session reachable for what servers send back (progress, requests,
+    /// logs, list changes); [`crate::Session::open`] does it.
+    pub(crate) fn register_session(&self, shared: Arc<SessionShared>) {
+        self.sessions.lock().unwrap().insert(shared.id(), shared);
     }
 
     /// Forgets a session (again: a no-op); what it had in flight is dropped by its owner.
@@ -717,7 +700,7 @@ impl Hub {
         let level = p
             .get("level")
             .and_then(Value::as_str)
-            .map(crate::session::level_rank)
+            .map(crate::agent::level_rank)
             .unwrap_or(0);
         let logger = match p.get("logger").and_then(Value::as_str) {
             Some(l) => format!("{server}/{l}"),

@@ -30,6 +30,7 @@
 /// request ids, session ids, tool and server names; SipHash was ≈ 3% of a call).
 pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+mod agent;
 pub mod catalog;
 mod drive;
 pub mod fdio;
@@ -45,5 +46,7 @@ mod session;
 pub mod stdio;
 pub mod tools;
 
-pub use hub::{GatewayOptions, Hub, Outbound};
-pub use session::{PROTOCOL_VERSIONS, Reply, Session};
+pub use agent::Outbound;
+pub use hub::{GatewayOptions, Hub};
+pub use modern::PROTOCOL_VERSIONS;
+pub use session::{Reply, Session};

@@ -22,11 +22,11 @@
 //! ([`corral_supervisor::ServerHandle::set_resource_subscriptions`]) — and the last one
 //! to let go unsubscribes, so one agent leaving never silences another.
 
+use crate::agent::{SessionShared, level_rank};
 use crate::hub::Hub;
 use crate::jsonrpc;
-use crate::session::{Session, SessionShared, level_rank};
+use crate::session::Session;
 use corral_supervisor::{CallError, Era};
-use memchr::memmem;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
@@ -164,7 +164,7 @@ fn tagged(params: Option<&str>, id: &RawValue) -> String {
 /// modern server), for a 2025 session; untouched (and unparsed) when it has none.
 pub(crate) fn untagged(params: Option<&str>) -> Option<std::borrow::Cow<'_, str>> {
     let p = params?;
-    if memmem::find(p.as_bytes(), SUBSCRIPTION_ID_KEY.as_bytes()).is_none() {
+    if !jsonrpc::mentions!(p.as_bytes(), SUBSCRIPTION_ID_KEY) {
         return Some(std::borrow::Cow::Borrowed(p));
     }
     let mut v: Map<String, Value> = serde_json::from_str(p).ok()?;
@@ -382,6 +382,15 @@ const LEVELS: [&str; 8] = [
 /// with `logLevel` added when a 2025 agent asked for a level with `logging/setLevel`
 /// and the server is modern (it has no setLevel; its logs are per request). Keys the
 /// agent's `_meta` already has stay. Anything else passes untouched, unparsed.
+/// Whether [`with_log_level`] would add a `logLevel` to what `session` sends `server`:
+/// a 2025 session that set one, calling a modern server.
+pub(crate) fn adds_log_level(
+    session: &SessionShared,
+    server: &corral_supervisor::ServerHandle,
+) -> bool {
+    session.asked_log_level().is_some() && !session.is_modern() && server.era() == Some(Era::Modern)
+}
+
 pub(crate) fn with_log_level(
     meta: Option<String>,
     session: &SessionShared,
@@ -390,7 +399,7 @@ pub(crate) fn with_log_level(
     let Some(level) = session.asked_log_level() else {
         return meta;
     };
-    if session.is_modern() || server.era() != Some(Era::Modern) {
+    if !adds_log_level(session, server) {
         return meta;
     }
     let mut m: Map<String, Value> = meta
@@ -426,7 +435,9 @@ pub(crate) fn params_with_log_level(
 pub(crate) fn requested_log_level(params: Option<&RawValue>) -> Option<u8> {
     let params = params?;
     // Most requests do not ask: one substring search, no parse.
-    memmem::find(params.get().as_bytes(), LOG_LEVEL_KEY.as_bytes())?;
+    if !jsonrpc::mentions!(params.get().as_bytes(), LOG_LEVEL_KEY) {
+        return None;
+    }
     #[derive(Deserialize)]
     struct P<'a> {
         #[serde(rename = "_meta", borrow, default)]

@@ -13,12 +13,14 @@
 //! (without allocating) only a result that already mentions a field being added.
 
 use crate::jsonrpc;
-use crate::session::PROTOCOL_VERSIONS;
-use memchr::memmem;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
+
+/// Protocol versions served after `initialize` (2025 sessions), newest first; the
+/// agent's choice is echoed when listed.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
 /// The stateless revisions Corral serves.
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
@@ -76,7 +78,7 @@ pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
         return Claim::None;
     };
     // The hot path of a legacy request: one substring search, no parse.
-    if memmem::find(params.get().as_bytes(), PROTOCOL_VERSION_KEY.as_bytes()).is_none() {
+    if !jsonrpc::mentions!(params.get().as_bytes(), PROTOCOL_VERSION_KEY) {
         return Claim::None;
     }
     #[derive(Deserialize)]
@@ -220,11 +222,15 @@ pub fn cacheable(method: &str) -> bool {
 /// (`ttlMs: 0`) and nothing shared across auth contexts (`private`).
 const CACHE_HINT: &str = r#""ttlMs":0,"cacheScope":"private""#;
 
-fn server_info() -> String {
-    format!(
-        r#""{SERVER_INFO_KEY}":{{"name":"corral","title":"Corral","version":"{}"}}"#,
-        env!("CARGO_PKG_VERSION")
-    )
+/// The `_meta` member naming Corral, spliced into every modern result (built once).
+fn server_info() -> &'static str {
+    static INFO: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        format!(
+            r#""{SERVER_INFO_KEY}":{{"name":"corral","title":"Corral","version":"{}"}}"#,
+            env!("CARGO_PKG_VERSION")
+        )
+    });
+    &INFO
 }
 
 /// Turns the response to a modern request into its 2026-07-28 shape: a result gets
@@ -252,9 +258,11 @@ pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
     let start = head_len + prefix.len() - 1; // the result's `{`
     let end = response.len() - 1; // the envelope's `}`
     let result = &response[start..end];
-    let mentions = |k: &str| memmem::find(result, k.as_bytes()).is_some();
     let (mut has_type, mut has_hint, mut meta) = (false, false, None);
-    if mentions("\"_meta\"") || mentions("\"resultType\"") || mentions("\"ttlMs\"") {
+    if jsonrpc::mentions!(result, "\"_meta\"")
+        || jsonrpc::mentions!(result, "\"resultType\"")
+        || jsonrpc::mentions!(result, "\"ttlMs\"")
+    {
         // Only now: a scan of the result's top level, borrowing, allocating nothing.
         #[derive(Deserialize)]
         struct Head<'a> {
@@ -296,7 +304,7 @@ pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
     match meta {
         None => {
             added.push_str(r#""_meta":{"#);
-            added.push_str(&info);
+            added.push_str(info);
             added.push('}');
             out.extend_from_slice(added.as_bytes());
             if !result[1..result.len() - 1]
@@ -311,7 +319,7 @@ pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
             // `added` is empty or ends in a comma, and the result has members.
             out.extend_from_slice(added.as_bytes());
             let inner = at + 1; // after `_meta`'s `{`, relative to `result`
-            let has_info = memmem::find(text.as_bytes(), SERVER_INFO_KEY.as_bytes()).is_some();
+            let has_info = jsonrpc::mentions!(text.as_bytes(), SERVER_INFO_KEY);
             if text.starts_with('{') && !has_info {
                 // Splice the server info into the result's own `_meta`.
                 out.extend_from_slice(&result[1..inner]);

@@ -40,7 +40,6 @@ use crate::modern::{self, ModernMeta};
 use crate::session::Session;
 use corral_supervisor::patience::{PATIENCE, Patience};
 use corral_supervisor::rpc::{Responder, ServerRequest};
-use memchr::memmem;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -499,11 +498,9 @@ pub(crate) async fn serve(
     meta: &ModernMeta,
 ) -> Vec<u8> {
     let hub = session.hub();
-    let mentions = |k: &[u8]| {
-        let text = params.as_deref().map_or("", RawValue::get).as_bytes();
-        memmem::find(text, k).is_some()
-    };
-    let retry = mentions(b"\"requestState\"") || mentions(b"\"inputResponses\"");
+    let text = params.as_deref().map_or("", RawValue::get).as_bytes();
+    let retry = jsonrpc::mentions!(text, "\"requestState\"")
+        || jsonrpc::mentions!(text, "\"inputResponses\"");
     let mut params = params;
     if retry {
         // Off the common path: only a retry mentions these.

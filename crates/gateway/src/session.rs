@@ -7,11 +7,12 @@
 //! tool never holds up another, and `notifications/cancelled` aborts that task — which
 //! drops the forwarded call and so sends `notifications/cancelled` on to the server.
 
+use crate::agent::{ERA_LEGACY, ERA_MODERN, ERA_UNKNOWN, Outbound, SessionShared, level_rank};
 use crate::catalog::Route;
 use crate::drive;
-use crate::hub::{FAN_OUT_LIMIT, Hub, Outbound};
+use crate::hub::{FAN_OUT_LIMIT, Hub};
 use crate::jsonrpc::{self, Envelope, Request};
-use crate::modern::{self, Claim, ModernMeta};
+use crate::modern::{self, Claim, ModernMeta, PROTOCOL_VERSIONS};
 use crate::naming;
 use corral_events::{Event, Kind, Source};
 use corral_supervisor::rpc::push_single_line;
@@ -20,140 +21,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use std::borrow::Cow;
-use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
-
-/// Protocol versions this gateway speaks; the agent's choice is echoed when listed.
-pub const PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// What other parts of the gateway need of a session.
-pub struct SessionShared {
-    id: u64,
-    out: Arc<dyn Outbound>,
-    /// How the agent is connected (`stdio`, `http`), for its events.
-    transport: &'static str,
-    opened: std::time::Instant,
-    /// `clientInfo` of its `initialize` ("name version"), once it said hello.
-    client: Mutex<Option<String>>,
-    initialized: AtomicBool,
-    log_level: AtomicU8,
-    /// The agent set `log_level` (`logging/setLevel`): a modern server, which has no
-    /// setLevel, gets it in each call's `_meta` instead.
-    level_asked: AtomicBool,
-    caps: Mutex<Value>,
-    protocol: Mutex<Option<String>>,
-    subscriptions: Mutex<HashSet<String>>,
-    /// [`ERA_UNKNOWN`] until the first request decides: [`ERA_LEGACY`] (an `initialize`
-    /// session) or [`ERA_MODERN`] (stateless 2026-07-28 requests).
-    era: AtomicU8,
-}
-
-/// A session's era (ARCHITECTURE.md, "MCP revisions on the agent hop").
-pub(crate) const ERA_UNKNOWN: u8 = 0;
-pub(crate) const ERA_LEGACY: u8 = 1;
-pub(crate) const ERA_MODERN: u8 = 2;
-
-impl SessionShared {
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
-    pub fn send(&self, msg: Vec<u8>, related: Option<&RawValue>) {
-        self.out.send(msg, related);
-    }
-
-    pub fn is_initialized(&self) -> bool {
-        self.initialized.load(Ordering::Acquire)
-    }
-
-    /// Whether this session serves stateless 2026-07-28 requests: it has no client
-    /// capabilities of its own (each request brings its own) and nothing is sent to it
-    /// outside a request.
-    pub fn is_modern(&self) -> bool {
-        self.era.load(Ordering::Acquire) == ERA_MODERN
-    }
-
-    /// Pins a session whose era is not decided yet; the era it has afterwards.
-    pub(crate) fn pin(&self, era: u8) -> u8 {
-        match self
-            .era
-            .compare_exchange(ERA_UNKNOWN, era, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => era,
-            Err(current) => current,
-        }
-    }
-
-    /// How the agent is connected (`stdio`, `http`).
-    pub(crate) fn transport(&self) -> &'static str {
-        self.transport
-    }
-
-    /// The resources this (2025) session subscribed to, now let go of (it closed).
-    pub(crate) fn take_subscriptions(&self) -> Vec<String> {
-        self.subscriptions.lock().unwrap().drain().collect()
-    }
-
-    /// Whether the agent declared client capability `cap` (`sampling`, …).
-    pub fn supports(&self, cap: &str) -> bool {
-        cap.is_empty() || self.caps.lock().unwrap().get(cap).is_some()
-    }
-
-    /// The client capabilities the agent declared at `initialize` (`null` before).
-    pub(crate) fn client_capabilities(&self) -> Value {
-        self.caps.lock().unwrap().clone()
-    }
-
-    pub fn log_level(&self) -> u8 {
-        self.log_level.load(Ordering::Relaxed)
-    }
-
-    /// The level the agent asked for with `logging/setLevel`, if it did.
-    pub(crate) fn asked_log_level(&self) -> Option<u8> {
-        self.level_asked
-            .load(Ordering::Relaxed)
-            .then(|| self.log_level())
-    }
-
-    pub fn is_subscribed(&self, uri: &str) -> bool {
-        self.subscriptions.lock().unwrap().contains(uri)
-    }
-
-    /// The protocol version agreed at initialize.
-    pub fn protocol(&self) -> Option<String> {
-        self.protocol.lock().unwrap().clone()
-    }
-
-    /// `agent.disconnected`, for a session that had said hello (`agent.connected`).
-    pub(crate) fn disconnected_event(&self, reason: &str) -> Option<Event> {
-        let client = self.client.lock().unwrap().clone()?;
-        Some(
-            Event::new(Kind::AgentDisconnected, Source::Corral)
-                .with("session", self.id)
-                .with("transport", self.transport)
-                .with("client", client)
-                .with("reason", reason)
-                .with("connected_s", self.opened.elapsed().as_secs()),
-        )
-    }
-}
-
-/// RFC 5424 severities as MCP names them, lowest first.
-pub fn level_rank(level: &str) -> u8 {
-    match level {
-        "debug" => 0,
-        "info" => 1,
-        "notice" => 2,
-        "warning" => 3,
-        "error" => 4,
-        "critical" => 5,
-        "alert" => 6,
-        "emergency" => 7,
-        _ => 0,
-    }
-}
 
 /// One agent session.
 pub struct Session {
@@ -169,29 +39,20 @@ pub struct Session {
 pub type Reply = Box<dyn FnOnce(Option<Vec<u8>>) + Send>;
 
 impl Session {
-    pub(crate) fn new(
-        id: u64,
-        hub: Arc<Hub>,
-        out: Arc<dyn Outbound>,
-        transport: &'static str,
-    ) -> Arc<Session> {
+    /// A new agent session of `hub`, writing through `out`; `transport` (`stdio`,
+    /// `http`) names how the agent is connected, in its `agent.*` events.
+    pub fn open(hub: &Arc<Hub>, out: Arc<dyn Outbound>, transport: &'static str) -> Arc<Session> {
+        let session = Self::new(hub.clone(), out, transport);
+        hub.register_session(session.shared.clone());
+        session
+    }
+
+    fn new(hub: Arc<Hub>, out: Arc<dyn Outbound>, transport: &'static str) -> Arc<Session> {
+        let id = hub.next_id();
         Arc::new_cyclic(|me| Session {
             me: me.clone(),
             hub,
-            shared: Arc::new(SessionShared {
-                id,
-                out,
-                transport,
-                opened: std::time::Instant::now(),
-                client: Mutex::new(None),
-                initialized: AtomicBool::new(false),
-                log_level: AtomicU8::new(level_rank("info")),
-                level_asked: AtomicBool::new(false),
-                caps: Mutex::new(Value::Null),
-                protocol: Mutex::new(None),
-                subscriptions: Mutex::new(HashSet::new()),
-                era: AtomicU8::new(ERA_UNKNOWN),
-            }),
+            shared: Arc::new(SessionShared::new(id, out, transport)),
             inflight: Mutex::new(crate::FastMap::default()),
         })
     }
@@ -630,8 +491,16 @@ impl Session {
         // `_meta` with a progress token unique across sessions. They are written straight
         // into the request line, and the agent's params are freed once it is built.
         let mut progress_id = None;
+        // The common case — a `_meta` with no progress token, nothing to add — goes as it
+        // came, unparsed (every 2026-07-28 request has a `_meta`).
+        let as_is = p.meta.filter(|m| {
+            !driven
+                && !jsonrpc::mentions!(m.get().as_bytes(), "\"progressToken\"")
+                && !crate::listen::adds_log_level(&self.shared, handle)
+        });
         let mut meta = p
             .meta
+            .filter(|_| as_is.is_none())
             .map(|meta| serde_json::from_str(meta.get()).unwrap_or_default());
         if driven {
             let meta: &mut serde_json::Map<String, Value> = meta.get_or_insert_default();
@@ -693,6 +562,7 @@ impl Session {
             })
         };
         let args = span(p.arguments);
+        let meta_as_is = span(as_is);
         // A retry's answers and state, for a modern server only (a 2025 server has no
         // such params; a modern agent's retry to one is not Corral's to complete here).
         let (answers, state) = if modern_server {
@@ -700,7 +570,7 @@ impl Session {
         } else {
             (None, None)
         };
-        let len = [&args, &answers, &state]
+        let len = [&args, &answers, &state, &meta_as_is]
             .iter()
             .map(|r| r.as_ref().map_or(0, |r| r.len()))
             .sum::<usize>();
@@ -713,6 +583,7 @@ impl Session {
                     (r#","arguments":"#, args),
                     (r#","inputResponses":"#, answers),
                     (r#","requestState":"#, state),
+                    (r#","_meta":"#, meta_as_is),
                 ] {
                     if let Some(r) = range {
                         line.push_str(key);

@@ -1,7 +1,8 @@
 //! The gateway on stdin/stdout: one session, newline-delimited JSON-RPC.
 
 use crate::Session;
-use crate::hub::{Hub, Outbound};
+use crate::agent::Outbound;
+use crate::hub::Hub;
 use crate::jsonrpc;
 use corral_events::{Event, Kind, Source};
 use corral_supervisor::lines::{LineRead, read_line_bounded, top_level_id};
@@ -102,7 +103,7 @@ pub async fn serve(
         state: state.clone(),
     };
     let writer = tokio::spawn(write_loop(output, rx, state.clone()));
-    let session = hub.open_session(Arc::new(StdoutOutbound(queue.clone())), "stdio");
+    let session = crate::Session::open(&hub, Arc::new(StdoutOutbound(queue.clone())), "stdio");
     let mut guard = SessionGuard {
         hub: hub.clone(),
         id: session.id(),
