@@ -148,17 +148,19 @@ impl SessionShared {
     }
 }
 
-/// RFC 5424 severities as MCP names them, lowest first.
+/// MCP's names of the RFC 5424 severities, lowest first.
+pub(crate) const LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// A severity's rank in [`LEVELS`] (an unknown name ranks lowest).
 pub fn level_rank(level: &str) -> u8 {
-    match level {
-        "debug" => 0,
-        "info" => 1,
-        "notice" => 2,
-        "warning" => 3,
-        "error" => 4,
-        "critical" => 5,
-        "alert" => 6,
-        "emergency" => 7,
-        _ => 0,
-    }
+    LEVELS.iter().position(|l| *l == level).unwrap_or(0) as u8
 }

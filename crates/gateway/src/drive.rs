@@ -98,19 +98,7 @@ fn revision_at_least(session: &SessionShared, version: &str) -> bool {
 /// `params` (a JSON object's text, or none) with the agent's capabilities in `_meta`:
 /// the first leg's params of a driven `prompts/get` or `resources/read`.
 pub(crate) fn with_capabilities(params: Option<&RawValue>, caps: Value) -> String {
-    let mut p: Map<String, Value> = params
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_default();
-    let meta = p
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    if let Some(m) = meta.as_object_mut() {
-        m.insert(CLIENT_CAPABILITIES_KEY.to_owned(), caps);
-    }
-    Value::Object(p).to_string()
+    jsonrpc::with_meta_member(params.map(RawValue::get), CLIENT_CAPABILITIES_KEY, caps)
 }
 
 /// What an `input_required` result asks.

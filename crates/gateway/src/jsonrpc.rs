@@ -173,6 +173,26 @@ pub fn tool_text_result(text: &str, structured: Option<&serde_json::Value>) -> S
 }
 
 /// Raw JSON for text known to be one JSON value (say, an id read from a message).
+/// `params` (an object's JSON text, or none) with `_meta[key]` set to `value`: a
+/// missing or non-object `_meta` becomes an object; params that are not an object
+/// become `{"_meta": {…}}`. Off the hot path: it parses and re-serializes.
+pub fn with_meta_member(params: Option<&str>, key: &str, value: serde_json::Value) -> String {
+    use serde_json::{Map, Value};
+    let mut p: Map<String, Value> = params
+        .and_then(|p| serde_json::from_str(p).ok())
+        .unwrap_or_default();
+    let meta = p
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !meta.is_object() {
+        *meta = Value::Object(Map::new());
+    }
+    if let Some(m) = meta.as_object_mut() {
+        m.insert(key.to_owned(), value);
+    }
+    Value::Object(p).to_string()
+}
+
 pub fn raw_str(json: &str) -> Box<RawValue> {
     RawValue::from_string(json.to_owned()).unwrap_or_else(|_| raw("null".into()))
 }

@@ -144,20 +144,8 @@ pub(crate) struct Listens {
 /// `params` with `_meta[subscriptionId]` set to `id` (`params` is an object's text, or
 /// none).
 fn tagged(params: Option<&str>, id: &RawValue) -> String {
-    let id_value: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
-    let mut p: Map<String, Value> = params
-        .and_then(|p| serde_json::from_str(p).ok())
-        .unwrap_or_default();
-    let meta = p
-        .entry("_meta")
-        .or_insert_with(|| Value::Object(Map::new()));
-    if !meta.is_object() {
-        *meta = Value::Object(Map::new());
-    }
-    if let Some(m) = meta.as_object_mut() {
-        m.insert(SUBSCRIPTION_ID_KEY.into(), id_value);
-    }
-    Value::Object(p).to_string()
+    let id: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+    jsonrpc::with_meta_member(params, SUBSCRIPTION_ID_KEY, id)
 }
 
 /// `params` without the upstream `_meta[subscriptionId]` (of Corral's own listen to a
@@ -366,18 +354,6 @@ impl Drop for LogScope<'_> {
     }
 }
 
-/// MCP's names of the RFC 5424 severities, lowest first (as [`level_rank`] ranks them).
-const LEVELS: [&str; 8] = [
-    "debug",
-    "info",
-    "notice",
-    "warning",
-    "error",
-    "critical",
-    "alert",
-    "emergency",
-];
-
 /// The `_meta` (JSON object text, or none) of a call `session` forwards to `server`,
 /// with `logLevel` added when a 2025 agent asked for a level with `logging/setLevel`
 /// and the server is modern (it has no setLevel; its logs are per request). Keys the
@@ -406,7 +382,10 @@ pub(crate) fn with_log_level(
         .as_deref()
         .and_then(|m| serde_json::from_str(m).ok())
         .unwrap_or_default();
-    let name = LEVELS.get(usize::from(level)).copied().unwrap_or("debug");
+    let name = crate::agent::LEVELS
+        .get(usize::from(level))
+        .copied()
+        .unwrap_or("debug");
     m.entry(LOG_LEVEL_KEY)
         .or_insert_with(|| Value::String(name.to_owned()));
     Some(Value::Object(m).to_string())

@@ -291,37 +291,14 @@ impl Connection {
                 self.0.fetch_sub(1, Ordering::Relaxed);
             }
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        {
-            let mut pending = self.pending.lock().unwrap();
-            if let Some(reason) = &pending.closed {
-                return Err(RpcError::Closed(reason.clone()));
-            }
-            pending.waiters.insert(id, tx);
-            self.long_lived.fetch_add(1, Ordering::Relaxed);
-        }
-        let _open = Open(&self.long_lived);
-        let mut guard = InFlight {
-            conn: self,
-            id,
-            done: false,
+        let write = |line: &mut String| {
+            line.push_str(r#","params":"#);
+            push_single_line(line, params);
         };
-        let mut line = String::with_capacity(64 + params.len());
-        let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},"method":"#);
-        push_json_str(&mut line, method);
-        let params_at = line.len();
-        line.push_str(r#","params":"#);
-        push_single_line(&mut line, params);
-        if let Some(meta) = self.meta.get() {
-            stamp_meta(&mut line, params_at, meta);
-        }
-        line.push_str("}\n");
-        if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
-            guard.done = true;
-            self.pending.lock().unwrap().waiters.remove(&id);
-            return Err(self.closed_error_settled().await);
-        }
+        let (rx, mut guard) = self
+            .send_request(method, 64 + params.len(), write, true)
+            .await?;
+        let _open = Open(&self.long_lived);
         let reply = rx.await;
         guard.done = true;
         match reply {
@@ -351,6 +328,37 @@ impl Connection {
             },
             None => None,
         };
+        let (rx, mut guard) = self.send_request(method, len, write_params, false).await?;
+        let id = guard.id;
+        // (A parked call's clock is moved by its caller: see `patience`.)
+        let result = crate::patience::wait(deadline, timeout, rx).await.ok_or(());
+        guard.done = true;
+        match result {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err(self.closed_error_settled().await),
+            Err(_) if quiet => {
+                self.pending.lock().unwrap().waiters.remove(&id);
+                Err(timeout_err())
+            }
+            Err(_) => {
+                self.abandon(id, "timeout");
+                self.timed_out.notify_one();
+                Err(timeout_err())
+            }
+        }
+    }
+
+    /// Sends a request: a new id whose answer is waited for (counted as `long_lived`,
+    /// outside [`Connection::in_flight`], when it is one), the line with `write_params`
+    /// appending `,"params":…` and the stamp merged in. The answer's receiver, and the
+    /// guard that abandons the request if the caller stops waiting before it says `done`.
+    async fn send_request(
+        &self,
+        method: &str,
+        len: usize,
+        write_params: impl FnOnce(&mut String),
+        long_lived: bool,
+    ) -> Result<(oneshot::Receiver<Reply>, InFlight<'_>), RpcError> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
         {
@@ -359,6 +367,9 @@ impl Connection {
                 return Err(RpcError::Closed(reason.clone()));
             }
             pending.waiters.insert(id, tx);
+            if long_lived {
+                self.long_lived.fetch_add(1, Ordering::Relaxed);
+            }
         }
         let mut guard = InFlight {
             conn: self,
@@ -377,24 +388,12 @@ impl Connection {
         if self.out.send(Outgoing::Line(line.into_bytes())).is_err() {
             guard.done = true;
             self.pending.lock().unwrap().waiters.remove(&id);
+            if long_lived {
+                self.long_lived.fetch_sub(1, Ordering::Relaxed);
+            }
             return Err(self.closed_error_settled().await);
         }
-        // (A parked call's clock is moved by its caller: see `patience`.)
-        let result = crate::patience::wait(deadline, timeout, rx).await.ok_or(());
-        guard.done = true;
-        match result {
-            Ok(Ok(reply)) => reply,
-            Ok(Err(_)) => Err(self.closed_error_settled().await),
-            Err(_) if quiet => {
-                self.pending.lock().unwrap().waiters.remove(&id);
-                Err(timeout_err())
-            }
-            Err(_) => {
-                self.abandon(id, "timeout");
-                self.timed_out.notify_one();
-                Err(timeout_err())
-            }
-        }
+        Ok((rx, guard))
     }
 
     /// From now on every request carries `meta` (a JSON object's text) as its
