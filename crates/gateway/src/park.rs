@@ -237,10 +237,41 @@ struct Pending {
 /// What a handle may be spent on: a digest of the method, the exposed tool or prompt
 /// name (or the resource URI) and the arguments as sent (whitespace aside; SDKs resend
 /// the very params they sent first). A fixed-key hash: it tells one call from another
-/// for the holder of the handle, and the handle itself is the secret. Computed on every
-/// parkable call, so it borrows and allocates nothing.
+/// for the holder of the handle, and the handle itself is the secret. Computed when a
+/// call parks (from a copy of its params kept until then: a memcpy, where parsing and
+/// hashing every call cost more), and on each retry.
 #[derive(Debug, PartialEq, Eq, Clone, Copy)]
 struct Binding(u64);
+
+/// A call's [`Binding`], or the params it is worked out from when it is first needed.
+enum Bound {
+    Params(Option<Box<RawValue>>),
+    Done(Binding),
+}
+
+impl Bound {
+    fn resolve(&mut self, method: &str) -> Binding {
+        if let Bound::Params(params) = self {
+            let binding = match params
+                .as_deref()
+                .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
+            {
+                Some(p) => Binding::of(method, &p),
+                None => Binding::of(method, &EMPTY),
+            };
+            *self = Bound::Done(binding);
+        }
+        match self {
+            Bound::Done(b) => *b,
+            Bound::Params(_) => unreachable!("resolved above"),
+        }
+    }
+
+    /// Whether a parked call (resolved when it parked) is bound to `binding`.
+    fn is(&self, binding: Binding) -> bool {
+        matches!(self, Bound::Done(b) if *b == binding)
+    }
+}
 
 impl Binding {
     fn of(method: &str, params: &Params<'_>) -> Binding {
@@ -288,7 +319,7 @@ struct Conv {
     first_id_len: usize,
     /// Whether a retry resumed it (its answer has another id than U's response).
     resumed: bool,
-    binding: Binding,
+    binding: Bound,
 }
 
 impl Conv {
@@ -534,13 +565,8 @@ pub(crate) async fn serve(
             params = stripped;
         }
     }
-    let binding = match params
-        .as_deref()
-        .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
-    {
-        Some(p) => Binding::of(method, &p),
-        None => Binding::of(method, &EMPTY),
-    };
+    // What the call is bound to is worked out only if it parks: most calls never ask.
+    let binding = Bound::Params(params.clone());
     let slot = Arc::new(Slot::default());
     let patience = Arc::new(Patience::default());
     let first_id_len = id.get().len();
@@ -660,7 +686,7 @@ async fn resume(
         let Some(conv) = parked.get(state) else {
             return unknown_state(id, method, state);
         };
-        if conv.binding != binding {
+        if !conv.binding.is(binding) {
             return jsonrpc::error(
                 Some(id),
                 jsonrpc::INVALID_PARAMS,
@@ -756,7 +782,7 @@ async fn drive(
                     conv.refuse_all();
                     continue;
                 }
-                return park(hub, conv, id);
+                return park(hub, conv, id, method);
             }
         }
         tokio::select! {
@@ -799,7 +825,8 @@ fn reid(response: Vec<u8>, old_len: usize, new: &RawValue) -> Vec<u8> {
 }
 
 /// Parks the call under a new handle and answers request `id` with `input_required`.
-fn park(hub: &Arc<Hub>, mut conv: Conv, id: &RawValue) -> Vec<u8> {
+fn park(hub: &Arc<Hub>, mut conv: Conv, id: &RawValue, method: &str) -> Vec<u8> {
+    conv.binding.resolve(method);
     conv.upstream.detach();
     conv.patience.hold();
     if let Some(route) = conv.slot.progress() {
