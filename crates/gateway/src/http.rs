@@ -764,7 +764,8 @@ impl HttpGateway {
                     biased;
                     // The client closed the stream of a 2026-07-28 request: its
                     // cancellation. Dropping the request's future cancels what it
-                    // forwarded.
+                    // forwarded. (A 2025 client's closed stream is not a cancellation:
+                    // that revision cancels with notifications/cancelled only.)
                     () = tx.closed(), if cancel_on_close => break,
                     m = related_rx.recv() => match m {
                         Some(m) => { let _ = tx.send(sse_event(&m, None)); }
@@ -779,9 +780,6 @@ impl HttpGateway {
                         }
                         break;
                     }
-                    // The client closed the stream: the request is cancelled (dropping
-                    // it cancels what it forwarded), as a JSON-pending one is.
-                    _ = tx.closed() => break,
                 }
             }
             out.streams.lock().unwrap().per_request.remove(&key);
