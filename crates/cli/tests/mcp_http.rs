@@ -147,3 +147,78 @@ fn a_call_with_a_progress_token_is_answered_on_its_post() {
     assert_eq!(msgs.last().unwrap()["id"], 9, "{msgs:?}");
     assert_eq!(msgs.last().unwrap()["result"]["content"][0]["text"], "t");
 }
+
+/// A 2025 client closing a call's event stream does not cancel the call: that revision
+/// cancels with `notifications/cancelled` only (a 2026-07-28 client's closed stream is
+/// its cancellation: `agents_input.rs`). The server's sampling request rides the call's
+/// stream; the client closes it, answers on a new POST, and the server's call goes on
+/// to use the answer, never told it was cancelled.
+#[test]
+fn a_2025_clients_closed_event_stream_does_not_cancel_its_call() {
+    use std::io::{BufRead, Write};
+    let p = Project::new(
+        r#"
+[servers.fx]
+command = "{fixture}"
+args = ["--conformance"]
+"#,
+    );
+    let up = Up::start(&p);
+    let r = up.post(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{"sampling":{}},"clientInfo":{"name":"t","version":"1"}}}"#,
+        &[],
+    );
+    let sid = r.header("mcp-session-id").expect("session id").to_owned();
+    let r = up.post(
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        &[("Mcp-Session-Id", &sid)],
+    );
+    assert_eq!(r.status, 202, "{r:?}");
+
+    let body = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"fx__test_sampling","arguments":{"prompt":"hi"}}}"#;
+    let mut s = std::net::TcpStream::connect(&up.addr).unwrap();
+    s.set_read_timeout(Some(DEADLINE)).unwrap();
+    write!(
+        s,
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMcp-Session-Id: {sid}\r\n\
+         MCP-Protocol-Version: 2025-06-18\r\nContent-Length: {}\r\n\r\n{body}",
+        up.addr,
+        up.token,
+        body.len()
+    )
+    .unwrap();
+    // The server's question comes first on the call's stream.
+    let mut reader = std::io::BufReader::new(s.try_clone().unwrap());
+    let mut line = String::new();
+    while !line.contains("sampling/createMessage") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the stream ended");
+    }
+    let asked: serde_json::Value =
+        serde_json::from_str(line.trim().strip_prefix("data: ").unwrap()).unwrap();
+    drop(reader);
+    drop(s);
+
+    let answer = serde_json::json!({"jsonrpc": "2.0", "id": asked["id"], "result": {
+        "role": "assistant", "content": {"type": "text", "text": "hello"}, "model": "m"}});
+    let r = up.post(&answer.to_string(), &[("Mcp-Session-Id", &sid)]);
+    assert_eq!(r.status, 202, "{r:?}");
+    let logs = |up: &Up| {
+        let body = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"corral__server_logs","arguments":{"server":"fx","grep":"fixture:"}}}"#;
+        let r = up.post(body, &[("Mcp-Session-Id", &sid)]);
+        r.messages().pop().unwrap()["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let mut seen = String::new();
+    wait_until("the server to get the client's answer", || {
+        seen = logs(&up);
+        seen.contains("fixture: client answered s1")
+    });
+    assert!(
+        !seen.contains("fixture: cancelled request"),
+        "a closed 2025 stream cancelled the call: {seen}"
+    );
+}
