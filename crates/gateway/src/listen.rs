@@ -22,7 +22,7 @@
 //! ([`corral_supervisor::ServerHandle::set_resource_subscriptions`]) — and the last one
 //! to let go unsubscribes, so one agent leaving never silences another.
 
-use crate::agent::{SessionShared, level_rank};
+use crate::agent::SessionShared;
 use crate::hub::Hub;
 use crate::jsonrpc;
 use crate::session::Session;
@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::oneshot;
 
 pub const SUBSCRIPTION_ID_KEY: &str = "io.modelcontextprotocol/subscriptionId";
-pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
+pub use crate::modern::LOG_LEVEL_KEY;
 
 /// What a listen asks for (as requested), or honors (as acknowledged).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -410,27 +410,6 @@ pub(crate) fn params_with_log_level(
     RawValue::from_string(Value::Object(p).to_string()).ok()
 }
 
-/// The level a modern request's `_meta` asks logs for (`None`: no logs).
-pub(crate) fn requested_log_level(params: Option<&RawValue>) -> Option<u8> {
-    let params = params?;
-    // Most requests do not ask: one substring search, no parse.
-    if !jsonrpc::mentions!(params.get().as_bytes(), LOG_LEVEL_KEY) {
-        return None;
-    }
-    #[derive(Deserialize)]
-    struct P<'a> {
-        #[serde(rename = "_meta", borrow, default)]
-        meta: Option<M<'a>>,
-    }
-    #[derive(Deserialize)]
-    struct M<'a> {
-        #[serde(rename = "io.modelcontextprotocol/logLevel", borrow, default)]
-        level: Option<std::borrow::Cow<'a, str>>,
-    }
-    let p: P<'_> = serde_json::from_str(params.get()).ok()?;
-    p.meta?.level.map(|l| level_rank(&l))
-}
-
 impl Session {
     /// Scopes the server logs of this modern request to it, at `level` and above, until
     /// the guard drops.
@@ -569,8 +548,5 @@ mod tests {
         assert_eq!(back, r#"{"uri":"a://x"}"#);
         let t: Value = serde_json::from_str(&tagged(None, &raw("7"))).unwrap();
         assert_eq!(t, json!({"_meta": {SUBSCRIPTION_ID_KEY: 7}}));
-        let p = raw(r#"{"_meta":{"io.modelcontextprotocol/logLevel":"warning"}}"#);
-        assert_eq!(requested_log_level(Some(&p)), Some(level_rank("warning")));
-        assert_eq!(requested_log_level(Some(&raw(r#"{"name":"x"}"#))), None);
     }
 }

@@ -29,6 +29,7 @@ pub const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion"
 pub const CLIENT_CAPABILITIES_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
 pub const CLIENT_INFO_KEY: &str = "io.modelcontextprotocol/clientInfo";
 pub const SERVER_INFO_KEY: &str = "io.modelcontextprotocol/serverInfo";
+pub const LOG_LEVEL_KEY: &str = "io.modelcontextprotocol/logLevel";
 
 /// A header disagrees with the body, or is missing or malformed.
 pub const HEADER_MISMATCH: i64 = -32020;
@@ -53,6 +54,9 @@ pub struct ModernMeta {
     pub capabilities: Box<RawValue>,
     /// `clientInfo` as "name version", when sent.
     pub client: Option<String>,
+    /// `logLevel` ranked ([`crate::agent::level_rank`]): the request asked for the
+    /// server logs of its call at and above it; `None`: no logs.
+    pub log_level: Option<u8>,
 }
 
 /// What a request's params claim about its era.
@@ -94,6 +98,8 @@ pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
         capabilities: Option<&'a RawValue>,
         #[serde(rename = "io.modelcontextprotocol/clientInfo", borrow, default)]
         client: Option<&'a RawValue>,
+        #[serde(rename = "io.modelcontextprotocol/logLevel", borrow, default)]
+        log_level: Option<Cow<'a, str>>,
     }
     let invalid =
         |msg: String| Claim::Invalid(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &msg));
@@ -155,6 +161,7 @@ pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
         version,
         capabilities: capabilities.to_owned(),
         client,
+        log_level: meta.log_level.map(|l| crate::agent::level_rank(&l)),
     })
 }
 
@@ -224,12 +231,8 @@ const CACHE_HINT: &str = r#""ttlMs":0,"cacheScope":"private""#;
 
 /// The `_meta` member naming Corral, spliced into every modern result (built once).
 fn server_info() -> &'static str {
-    static INFO: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        format!(
-            r#""{SERVER_INFO_KEY}":{{"name":"corral","title":"Corral","version":"{}"}}"#,
-            env!("CARGO_PKG_VERSION")
-        )
-    });
+    static INFO: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!(r#""{SERVER_INFO_KEY}":{}"#, server_info_value()));
     &INFO
 }
 
@@ -337,25 +340,36 @@ pub fn stamp(response: Vec<u8>, id: &RawValue, cacheable: bool) -> Vec<u8> {
     out
 }
 
+/// What Corral serves an agent of any revision (`initialize`'s and `server/discover`'s
+/// capabilities): list changes (unsolicited to a 2025 session, on
+/// `subscriptions/listen` to a 2026 agent), resource subscriptions, logs (per session;
+/// per request with `_meta` logLevel) and completions.
+pub fn capabilities() -> serde_json::Value {
+    serde_json::json!({
+        "tools": {"listChanged": true},
+        "resources": {"subscribe": true, "listChanged": true},
+        "prompts": {"listChanged": true},
+        "logging": {},
+        "completions": {},
+    })
+}
+
+/// Corral's `serverInfo`.
+pub fn server_info_value() -> serde_json::Value {
+    serde_json::json!({"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")})
+}
+
 /// The result of `server/discover`.
 pub fn discover_result(instructions: &str) -> String {
     serde_json::json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        // What Corral's aggregate serves to a stateless request: list changes and
-        // resource updates on subscriptions/listen, logs per request (`_meta` logLevel).
-        "capabilities": {
-            "tools": {"listChanged": true},
-            "resources": {"subscribe": true, "listChanged": true},
-            "prompts": {"listChanged": true},
-            "logging": {},
-            "completions": {},
-        },
-        "serverInfo": {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")},
+        "capabilities": capabilities(),
+        "serverInfo": server_info_value(),
         "instructions": instructions,
         "ttlMs": 0,
         "cacheScope": "private",
-        "_meta": {SERVER_INFO_KEY: {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")}},
+        "_meta": {SERVER_INFO_KEY: server_info_value()},
     })
     .to_string()
 }
@@ -482,6 +496,16 @@ mod tests {
             panic!()
         };
         assert_eq!(m.client.as_deref(), Some("t 1"));
+        assert_eq!(m.log_level, None);
+        // The level the request asks its call's logs at, read in the same parse.
+        let Claim::Modern(m) = modern(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities":{},
+                "io.modelcontextprotocol/logLevel":"warning"}}"#,
+        ) else {
+            panic!()
+        };
+        assert_eq!(m.log_level, Some(crate::agent::level_rank("warning")));
         let Claim::Invalid(e) =
             modern(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#)
         else {
@@ -565,6 +589,7 @@ mod tests {
             version: "2026-07-28".into(),
             capabilities: raw("{}"),
             client: None,
+            log_level: None,
         };
         let ok = check_headers(
             Some("2026-07-28"),

@@ -273,8 +273,7 @@ impl Session {
             return self.listen(id, params.as_deref()).await;
         }
         // Server logs reach this request only if it asked (`_meta` logLevel).
-        let _logs = crate::listen::requested_log_level(params.as_deref())
-            .map(|level| self.scope_logs(id, level));
+        let _logs = meta.log_level.map(|level| self.scope_logs(id, level));
         if crate::park::carries(method)
             && let Some(me) = self.me.upgrade()
         {
@@ -377,14 +376,8 @@ impl Session {
         *self.shared.protocol.lock().unwrap() = Some(version.to_owned());
         let mut result = json!({
             "protocolVersion": version,
-            "capabilities": {
-                "tools": {"listChanged": true},
-                "resources": {"subscribe": true, "listChanged": true},
-                "prompts": {"listChanged": true},
-                "logging": {},
-                "completions": {},
-            },
-            "serverInfo": {"name": "corral", "title": "Corral", "version": env!("CARGO_PKG_VERSION")},
+            "capabilities": modern::capabilities(),
+            "serverInfo": modern::server_info_value(),
         });
         result["instructions"] = Value::String(self.instructions());
         jsonrpc::result(id, &result.to_string())

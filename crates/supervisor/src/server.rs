@@ -1039,8 +1039,13 @@ fn modern_meta() -> Value {
     json!({
         "io.modelcontextprotocol/protocolVersion": MODERN_PROTOCOL_VERSION,
         "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
+        "io.modelcontextprotocol/clientInfo": client_info(),
     })
+}
+
+/// Who Corral is, as a client of its servers (either revision).
+fn client_info() -> Value {
+    json!({"name": "corral", "version": env!("CARGO_PKG_VERSION")})
 }
 
 /// The versions a `-32022` error's `data.supported` lists.
@@ -1245,7 +1250,7 @@ async fn legacy_handshake(
     let params = json!({
         "protocolVersion": offer,
         "capabilities": capabilities,
-        "clientInfo": {"name": "corral", "version": env!("CARGO_PKG_VERSION")},
+        "clientInfo": client_info(),
     });
     let result = match conn
         .request("initialize", Some(&params.to_string()), cfg.startup_timeout)
