@@ -5,10 +5,9 @@
 
 mod common;
 use common::http::Up;
+use common::raw::Raw;
 use common::*;
 use serde_json::{Value, json};
-use std::io::Write;
-use std::process::Stdio;
 
 fn config(listen: bool) -> String {
     format!(
@@ -25,20 +24,7 @@ fn config(listen: bool) -> String {
 
 /// Runs one SDK client script; what it saw.
 fn client(cmd: &str, script: &str, args: &[&str]) -> Value {
-    let out = std::process::Command::new(cmd)
-        .arg(repo().join("tests/peers").join(script))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or("");
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script}: {e}: {stdout}"))
+    peer_script(cmd, &repo().join("tests/peers").join(script), args)
 }
 
 fn check(seen: &Value, protocol: &str) {
@@ -115,48 +101,6 @@ fn sdk_clients_in_every_mode_over_http() {
 }
 
 const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
-
-/// `corral mcp --standalone` fed raw lines; answers read in order.
-struct Raw {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Raw {
-    fn start(p: &Project) -> Raw {
-        let mut child = p
-            .cmd(&["mcp", "--standalone"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = lines_of(child.stdout.take().unwrap());
-        Raw {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    fn ask(&mut self, line: &str) -> Value {
-        writeln!(self.stdin, "{line}").unwrap();
-        let l = self
-            .lines
-            .recv_timeout(std::time::Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("no answer to {line}"));
-        serde_json::from_str(&l).unwrap()
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn req(id: u32, method: &str, params: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{method}","params":{params}}}"#)

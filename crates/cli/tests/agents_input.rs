@@ -7,10 +7,10 @@
 
 mod common;
 use common::http::Up;
+use common::raw::Raw;
 use common::*;
 use serde_json::{Value, json};
 use std::io::Write;
-use std::process::Stdio;
 use std::time::Duration;
 
 fn config(listen: bool) -> String {
@@ -26,20 +26,7 @@ fn config(listen: bool) -> String {
 
 /// Runs one SDK client script; what it saw.
 fn client(cmd: &str, script: &str, args: &[&str]) -> Value {
-    let out = std::process::Command::new(cmd)
-        .arg(repo().join("tests/peers").join(script))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{script} {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().last().unwrap_or("");
-    serde_json::from_str(last).unwrap_or_else(|e| panic!("{script}: {e}: {stdout}"))
+    peer_script(cmd, &repo().join("tests/peers").join(script), args)
 }
 
 /// The fixture's tools reported the answers the client's handlers gave.
@@ -118,49 +105,6 @@ fn sdk_clients_answer_a_2025_servers_questions_over_http() {
     );
 }
 
-/// `corral mcp --standalone` fed raw lines; answers read in order.
-struct Raw {
-    child: std::process::Child,
-    stdin: std::process::ChildStdin,
-    lines: std::sync::mpsc::Receiver<String>,
-}
-
-impl Raw {
-    fn start(p: &Project, envs: &[(&str, &str)]) -> Raw {
-        let mut child = p
-            .cmd(&["mcp", "--standalone"])
-            .envs(envs.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let lines = lines_of(child.stdout.take().unwrap());
-        Raw {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    fn ask(&mut self, line: &str) -> Value {
-        writeln!(self.stdin, "{line}").unwrap();
-        let l = self
-            .lines
-            .recv_timeout(Duration::from_secs(60))
-            .unwrap_or_else(|_| panic!("no answer to {line}"));
-        serde_json::from_str(&l).unwrap()
-    }
-}
-
-impl Drop for Raw {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 const BOTH: &str = r#"{"elicitation":{},"sampling":{}}"#;
 
 /// A modern `tools/call` line: `extra` is spliced into params (`,"k":v…` or empty).
@@ -197,7 +141,7 @@ fn invalid_params(r: &Value, id: u32, says: &str) {
 #[test]
 fn retries_that_match_nothing_or_miss_answers_are_answered_and_the_call_goes_on() {
     let p = Project::new(&config(false));
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     let args = r#"{"message":"name?"}"#;
     let r = c.ask(&call(1, "fx__test_elicitation", args, BOTH, ""));
     let (key, state) = input_required(&r, 1, "elicitation/create");
@@ -303,7 +247,7 @@ fn retries_that_match_nothing_or_miss_answers_are_answered_and_the_call_goes_on(
 #[test]
 fn a_parked_call_expires_when_the_agent_never_retries() {
     let p = Project::new(&config(false));
-    let mut c = Raw::start(&p, &[("CORRAL_INPUT_TTL_MS", "300")]);
+    let mut c = Raw::start_with(&p, &[("CORRAL_INPUT_TTL_MS", "300")]);
     let args = r#"{"prompt":"hi"}"#;
     let r = c.ask(&call(1, "fx__test_sampling", args, BOTH, ""));
     let (key, state) = input_required(&r, 1, "sampling/createMessage");
@@ -380,7 +324,7 @@ fn a_parked_call_waits_at_the_agents_pace_not_the_servers_call_timeout() {
     let p = Project::new(
         "[servers.fx]\ncommand = \"{fixture}\"\nargs = [\"--conformance\"]\ncall_timeout = \"1s\"\n",
     );
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     let args = r#"{"message":"slowly?"}"#;
     let r = c.ask(&call(1, "fx__test_elicitation", args, BOTH, ""));
     let (key, state) = input_required(&r, 1, "elicitation/create");
@@ -472,7 +416,7 @@ fn modern(id: u32, method: &str, params: &str, caps: &str, meta: &str) -> String
 #[test]
 fn questions_sent_together_come_together_and_progress_follows_the_retry() {
     let (p, _log) = asking(false);
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     let params = r#""name":"ask__ask_two","arguments":{}"#;
     let caps = r#"{"elicitation":{}}"#;
     let r = c.ask(&modern(
@@ -531,7 +475,7 @@ fn questions_sent_together_come_together_and_progress_follows_the_retry() {
 #[test]
 fn prompts_and_resource_reads_carry_questions_too_and_undeclared_kinds_are_refused() {
     let (p, _log) = asking(false);
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     // (tools/list waits for the server to be ready.)
     let r = c.ask(&modern(1, "tools/list", r#""x":0"#, "{}", ""));
     assert_eq!(r["result"]["tools"][0]["name"], "ask__ask_two", "{r}");
@@ -592,7 +536,7 @@ fn prompts_and_resource_reads_carry_questions_too_and_undeclared_kinds_are_refus
 #[test]
 fn cancelling_the_retry_cancels_the_parked_call_on_the_server() {
     let (p, log) = asking(false);
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     let caps = r#"{"elicitation":{}}"#;
     let params = r#""name":"ask__ask_then_wait","arguments":{}"#;
     let r = c.ask(&modern(1, "tools/call", params, caps, ""));
@@ -702,7 +646,7 @@ fn http_cancel(streamed: bool) {
 #[test]
 fn at_the_deadline_the_server_is_told_the_elicitation_was_cancelled_and_its_call_is_cancelled() {
     let (p, log) = asking(false);
-    let mut c = Raw::start(&p, &[("CORRAL_INPUT_TTL_MS", "300")]);
+    let mut c = Raw::start_with(&p, &[("CORRAL_INPUT_TTL_MS", "300")]);
     let r = c.ask(&modern(
         1,
         "tools/call",
@@ -722,7 +666,7 @@ fn at_the_deadline_the_server_is_told_the_elicitation_was_cancelled_and_its_call
 #[test]
 fn past_256_parked_calls_a_question_is_refused_to_its_server() {
     let (p, log) = asking(false);
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     let line = |id| {
         modern(
             id,
@@ -744,7 +688,7 @@ fn past_256_parked_calls_a_question_is_refused_to_its_server() {
 #[test]
 fn a_call_that_finishes_while_parked_answers_the_retry() {
     let (p, log) = asking(false);
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     let params = r#""name":"ask__ask_and_give_up","arguments":{}"#;
     let caps = r#"{"elicitation":{}}"#;
     let r = c.ask(&modern(1, "tools/call", params, caps, ""));
@@ -772,7 +716,7 @@ fn a_call_that_finishes_while_parked_answers_the_retry() {
 #[test]
 fn a_url_elicitation_needs_the_url_capability_and_travels_without_its_id() {
     let (p, _log) = asking(false);
-    let mut c = Raw::start(&p, &[]);
+    let mut c = Raw::start(&p);
     let params = r#""name":"ask__ask_url","arguments":{}"#;
     let r = c.ask(&modern(
         1,

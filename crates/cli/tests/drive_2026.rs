@@ -9,10 +9,10 @@
 
 mod common;
 use common::http::Up;
+use common::raw::Raw;
 use common::*;
 use serde_json::{Value, json};
 use std::io::Write;
-use std::process::Stdio;
 
 fn config(listen: bool) -> String {
     format!(
@@ -196,20 +196,8 @@ const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-0
 #[test]
 fn a_2026_agent_gets_input_required_untouched_and_its_retry_reaches_the_server() {
     let p = Project::new(&config(false));
-    let mut child = p
-        .cmd(&["mcp", "--standalone"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let lines = lines_of(child.stdout.take().unwrap());
-    let mut ask = |line: String| -> String {
-        writeln!(stdin, "{line}").unwrap();
-        stdin.flush().unwrap();
-        lines.recv_timeout(DEADLINE).expect("an answer")
-    };
+    let mut c = Raw::start(&p);
+    let mut ask = |line: String| c.ask_text(&line);
     let call = |id: u32, extra: &str| {
         format!(
             r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"fx__test_elicitation","arguments":{{"message":"Name?"}}{extra},{META}}}}}"#
@@ -252,8 +240,6 @@ fn a_2026_agent_gets_input_required_untouched_and_its_retry_reaches_the_server()
     let refused = ask(call(3, &format!(",{answers},\"requestState\":{forged}")));
     let v: Value = serde_json::from_str(&refused).unwrap();
     assert_eq!(v["error"]["code"], -32602, "{refused}");
-    drop(stdin);
-    let _ = child.wait();
 }
 
 fn ts_client(mode: &str, args: &[&str]) -> Value {
@@ -268,22 +254,17 @@ fn ts_client(mode: &str, args: &[&str]) -> Value {
         ["fx__test_sampling", {"prompt": "Say hi", "rounds": 2}],
     ])
     .to_string();
-    let out = std::process::Command::new("node")
-        .arg(repo().join("tests/peers/ts_client_mrtr.mjs"))
-        .arg(mode)
-        .args(args)
-        .arg(&tools)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ts_client_mrtr {mode} {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    let args: Vec<&str> = [mode]
+        .iter()
+        .chain(args)
+        .copied()
+        .chain([tools.as_str()])
+        .collect();
+    peer_script(
+        "node",
+        &repo().join("tests/peers/ts_client_mrtr.mjs"),
+        &args,
+    )
 }
 
 fn check_ts(seen: &Value, protocol: &str) {
@@ -315,22 +296,17 @@ fn py_client(mode: &str, args: &[&str]) -> Value {
         ["fx__test_sampling", {"prompt": "Say hi", "rounds": 2}],
     ])
     .to_string();
-    let out = std::process::Command::new(peers().join("venv/bin/python"))
-        .arg(repo().join("tests/peers/py_client_mrtr.py"))
-        .arg(mode)
-        .args(args)
-        .arg(&tools)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "py_client_mrtr {mode} {args:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(stdout.lines().last().unwrap_or(""))
-        .unwrap_or_else(|e| panic!("{e}: {stdout}"))
+    let args: Vec<&str> = [mode]
+        .iter()
+        .chain(args)
+        .copied()
+        .chain([tools.as_str()])
+        .collect();
+    peer_script(
+        peers().join("venv/bin/python"),
+        &repo().join("tests/peers/py_client_mrtr.py"),
+        &args,
+    )
 }
 
 /// The real Python client (mcp 2.x): a 2025 session over stdio (Corral drives) and

@@ -528,21 +528,17 @@ fn the_typescript_client_hears_a_list_change_on_its_listen() {
         "the TypeScript client is not installed: run ./scripts/install-peers.sh"
     );
     let p = Project::new(CONFIG);
-    let out = std::process::Command::new("node")
-        .arg(repo().join("tests/peers/ts_listen_2026.mjs"))
-        .arg(corral())
-        .arg(p.dir.join("corral.toml"))
-        .arg("mfx__change_tools")
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "ts_listen_2026.mjs failed:\n{}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
+    let corral = corral();
+    let config = p.dir.join("corral.toml");
+    let seen = peer_script(
+        "node",
+        &repo().join("tests/peers/ts_listen_2026.mjs"),
+        &[
+            corral.to_str().unwrap(),
+            config.to_str().unwrap(),
+            "mfx__change_tools",
+        ],
     );
-    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap();
     assert_eq!(seen["protocol"], "2026-07-28", "{seen}");
     assert_eq!(seen["honored"], json!({"toolsListChanged": true}), "{seen}");
     assert_eq!(

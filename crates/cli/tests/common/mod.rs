@@ -342,3 +342,28 @@ pub mod http;
 pub mod mcp;
 #[path = "../../../supervisor/tests/common/port.rs"]
 pub mod port;
+pub mod raw;
+
+/// Runs a peer script (an SDK client) with `program` (`node`, the venv's python): it
+/// must succeed, and its last stdout line is what it saw, as JSON.
+pub fn peer_script(
+    program: impl AsRef<std::ffi::OsStr>,
+    script: &Path,
+    args: &[&str],
+) -> serde_json::Value {
+    let out = Command::new(program)
+        .arg(script)
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{} {args:?} failed:\n{}\n{stdout}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let last = stdout.lines().last().unwrap_or("");
+    serde_json::from_str(last).unwrap_or_else(|e| panic!("{}: {e}: {stdout}", script.display()))
+}
