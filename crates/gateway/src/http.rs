@@ -561,7 +561,7 @@ impl HttpGateway {
                     jsonrpc::error(Some(&request.id), code, msg),
                 )
             };
-            match modern::claim(&request.id, request.params.as_deref()) {
+            match modern::claim(&request.id, &request.method, request.params.as_deref()) {
                 Claim::Invalid(error) => return full(400, "application/json", error),
                 Claim::Modern(meta) => stateless = Some(meta),
                 Claim::None
@@ -583,7 +583,9 @@ impl HttpGateway {
         }
         if let Some(meta) = stateless {
             let request = request.expect("a claim is read from a request");
-            return self.post_modern(&req, accepts_sse, request, meta).await;
+            return self
+                .post_modern(&req, version, accepts_sse, request, meta)
+                .await;
         }
         if let Some(v) = version
             && !PROTOCOL_VERSIONS.contains(&v)
@@ -634,6 +636,7 @@ impl HttpGateway {
     async fn post_modern(
         &self,
         req: &hyper::Request<()>,
+        version: Option<&str>,
         accepts_sse: bool,
         request: jsonrpc::Request,
         meta: ModernMeta,
@@ -662,14 +665,12 @@ impl HttpGateway {
                 ),
             );
         }
-        let name = modern::name_of(method, request.params.as_deref());
         if let Err(why) = modern::check_headers(
-            header(req, "mcp-protocol-version"),
+            version,
             header(req, "mcp-method"),
             header(req, "mcp-name"),
             &meta,
             method,
-            name.as_deref(),
         ) {
             let msg = format!("Header mismatch: {why}");
             return full(

@@ -49,14 +49,34 @@ pub fn supported_versions() -> Vec<&'static str> {
 /// What a modern request said about its client, for this request only.
 #[derive(Debug, Clone)]
 pub struct ModernMeta {
-    pub version: String,
+    /// The claimed revision (one of [`MODERN_VERSIONS`]).
+    pub version: &'static str,
     /// `clientCapabilities`, as sent (a JSON object).
     pub capabilities: Box<RawValue>,
-    /// `clientInfo` as "name version", when sent.
-    pub client: Option<String>,
+    /// `clientInfo`, as sent; read only where it is shown ([`ModernMeta::client`]).
+    client_info: Option<Box<RawValue>>,
     /// `logLevel` ranked ([`crate::agent::level_rank`]): the request asked for the
     /// server logs of its call at and above it; `None`: no logs.
     pub log_level: Option<u8>,
+    /// The tool or prompt `name` (`uri` for `resources/read`), which `Mcp-Name` repeats.
+    pub name: Option<String>,
+    /// The params carry `requestState` or `inputResponses`: a retry of an
+    /// `input_required` round.
+    pub retry: bool,
+}
+
+impl ModernMeta {
+    /// `clientInfo` as "name version", when sent.
+    pub fn client(&self) -> Option<String> {
+        #[derive(Deserialize)]
+        struct I {
+            name: String,
+            #[serde(default)]
+            version: String,
+        }
+        let i: I = serde_json::from_str(self.client_info.as_deref()?.get()).ok()?;
+        Some(format!("{} {}", i.name, i.version).trim_end().to_owned())
+    }
 }
 
 /// What a request's params claim about its era.
@@ -76,8 +96,10 @@ impl Claim {
     }
 }
 
-/// Reads the modern claim of a request's `params` (`id` is for the error response).
-pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
+/// Reads the modern claim of a request's `params` (`id` is for the error response), and
+/// in the same parse what else a stateless request needs of them: the name `Mcp-Name`
+/// repeats (per `method`) and whether it is a retry.
+pub fn claim(id: &RawValue, method: &str, params: Option<&RawValue>) -> Claim {
     let Some(params) = params else {
         return Claim::None;
     };
@@ -89,6 +111,15 @@ pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
     struct P<'a> {
         #[serde(rename = "_meta", borrow, default)]
         meta: Option<M<'a>>,
+        // Raw, so that a mistyped one is the handler's error (-32602), not the claim's.
+        #[serde(borrow, default)]
+        name: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        uri: Option<&'a RawValue>,
+        #[serde(rename = "requestState", default)]
+        request_state: Option<IgnoredAny>,
+        #[serde(rename = "inputResponses", default)]
+        input_responses: Option<IgnoredAny>,
     }
     #[derive(Deserialize)]
     struct M<'a> {
@@ -103,8 +134,8 @@ pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
     }
     let invalid =
         |msg: String| Claim::Invalid(jsonrpc::error(Some(id), jsonrpc::INVALID_PARAMS, &msg));
-    let meta = match serde_json::from_str::<P<'_>>(params.get()) {
-        Ok(P { meta: Some(m) }) if m.version.is_some() => m,
+    let p = match serde_json::from_str::<P<'_>>(params.get()) {
+        Ok(p) if p.meta.as_ref().is_some_and(|m| m.version.is_some()) => p,
         Ok(_) => return Claim::None,
         Err(e) => {
             return invalid(format!(
@@ -112,32 +143,33 @@ pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
             ));
         }
     };
-    let Some(version) = meta
+    let meta = p.meta.as_ref().expect("checked above");
+    let claimed = meta
         .version
-        .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-    else {
+        .and_then(|v| serde_json::from_str::<Cow<'_, str>>(v.get()).ok());
+    let Some(claimed) = claimed else {
         return invalid(format!(
             "_meta[\"{PROTOCOL_VERSION_KEY}\"] must be a string"
         ));
     };
-    if !MODERN_VERSIONS.contains(&version.as_str()) {
+    let Some(version) = MODERN_VERSIONS.iter().copied().find(|v| *v == claimed) else {
         let supported = supported_versions();
-        let hint = if PROTOCOL_VERSIONS.contains(&version.as_str()) {
+        let hint = if PROTOCOL_VERSIONS.contains(&&*claimed) {
             " (that revision is served only after initialize; omit the _meta claim and initialize)"
         } else {
             ""
         };
-        let data = serde_json::json!({"supported": supported, "requested": version});
+        let data = serde_json::json!({"supported": supported, "requested": claimed});
         return Claim::Invalid(jsonrpc::error_with_data(
             Some(id),
             UNSUPPORTED_PROTOCOL_VERSION,
             &format!(
-                "Unsupported protocol version {version:?}{hint}; supported: {}",
+                "Unsupported protocol version {claimed:?}{hint}; supported: {}",
                 supported.join(", ")
             ),
             Some(&data.to_string()),
         ));
-    }
+    };
     let Some(capabilities) = meta
         .capabilities
         .filter(|c| c.get().trim_start().starts_with('{'))
@@ -147,21 +179,19 @@ pub fn claim(id: &RawValue, params: Option<&RawValue>) -> Claim {
              object, `{{}}` when the client offers none)"
         ));
     };
-    let client = meta.client.and_then(|c| {
-        #[derive(Deserialize)]
-        struct I {
-            name: String,
-            #[serde(default)]
-            version: String,
-        }
-        let i: I = serde_json::from_str(c.get()).ok()?;
-        Some(format!("{} {}", i.name, i.version).trim_end().to_owned())
-    });
+    let name = match method {
+        "tools/call" | "prompts/get" => p.name,
+        "resources/read" => p.uri,
+        _ => None,
+    }
+    .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
     Claim::Modern(ModernMeta {
         version,
         capabilities: capabilities.to_owned(),
-        client,
-        log_level: meta.log_level.map(|l| crate::agent::level_rank(&l)),
+        client_info: meta.client.map(ToOwned::to_owned),
+        log_level: meta.log_level.as_deref().map(crate::agent::level_rank),
+        name,
+        retry: p.request_state.is_some() || p.input_responses.is_some(),
     })
 }
 
@@ -374,27 +404,6 @@ pub fn discover_result(instructions: &str) -> String {
     .to_string()
 }
 
-/// The value `Mcp-Name` must carry for `method`: `params.name` or `params.uri`.
-pub fn name_of(method: &str, params: Option<&RawValue>) -> Option<String> {
-    let key = match method {
-        "tools/call" | "prompts/get" => "name",
-        "resources/read" => "uri",
-        _ => return None,
-    };
-    #[derive(Deserialize)]
-    struct P<'a> {
-        #[serde(borrow, default)]
-        name: Option<Cow<'a, str>>,
-        #[serde(borrow, default)]
-        uri: Option<Cow<'a, str>>,
-    }
-    let p: P<'_> = serde_json::from_str(params?.get()).ok()?;
-    match key {
-        "name" => p.name.map(Cow::into_owned),
-        _ => p.uri.map(Cow::into_owned),
-    }
-}
-
 /// A header value, decoded from `=?base64?…?=` when it is so encoded; `None` when the
 /// encoding is malformed.
 pub fn decode_header(value: &str) -> Option<Cow<'_, str>> {
@@ -440,7 +449,6 @@ pub fn check_headers(
     name_header: Option<&str>,
     meta: &ModernMeta,
     method: &str,
-    name: Option<&str>,
 ) -> Result<(), String> {
     let check = |header: &str, value: Option<&str>, body: &str| -> Result<(), String> {
         let Some(value) = value else {
@@ -460,10 +468,10 @@ pub fn check_headers(
         }
         Ok(())
     };
-    check("MCP-Protocol-Version", version, &meta.version)?;
+    check("MCP-Protocol-Version", version, meta.version)?;
     check("Mcp-Method", method_header, method)?;
     if matches!(method, "tools/call" | "prompts/get" | "resources/read") {
-        let Some(name) = name else {
+        let Some(name) = meta.name.as_deref() else {
             // The body lacks the name: the handler answers -32602 for it.
             return Ok(());
         };
@@ -482,7 +490,7 @@ mod tests {
     }
 
     fn modern(params: &str) -> Claim {
-        claim(&raw("1"), Some(&raw(params)))
+        claim(&raw("1"), "tools/call", Some(&raw(params)))
     }
 
     #[test]
@@ -495,8 +503,19 @@ mod tests {
         ) else {
             panic!()
         };
-        assert_eq!(m.client.as_deref(), Some("t 1"));
+        assert_eq!(m.client().as_deref(), Some("t 1"));
         assert_eq!(m.log_level, None);
+        assert_eq!((m.name, m.retry), (None, false));
+        // What else a stateless request needs of its params, read in the same parse: the
+        // name `Mcp-Name` repeats, and whether it is a retry.
+        let Claim::Modern(m) = modern(
+            r#"{"name":"t","requestState":"s","_meta":{
+                "io.modelcontextprotocol/protocolVersion":"2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities":{}}}"#,
+        ) else {
+            panic!()
+        };
+        assert_eq!((m.name.as_deref(), m.retry), (Some("t"), true));
         // The level the request asks its call's logs at, read in the same parse.
         let Claim::Modern(m) = modern(
             r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",
@@ -585,28 +604,30 @@ mod tests {
         assert_eq!(decode_header("=?base64?aGk=?=").as_deref(), Some("hi"));
         assert_eq!(decode_header("plain").as_deref(), Some("plain"));
         assert!(decode_header("=?base64?!!?=").is_none());
-        let meta = ModernMeta {
-            version: "2026-07-28".into(),
+        let named = |name: &str| ModernMeta {
+            version: "2026-07-28",
             capabilities: raw("{}"),
-            client: None,
+            client_info: None,
             log_level: None,
+            name: Some(name.to_owned()),
+            retry: false,
         };
         let ok = check_headers(
             Some("2026-07-28"),
             Some("tools/call"),
             Some("=?base64?ZsO8cg==?="),
-            &meta,
+            &named("für"),
             "tools/call",
-            Some("für"),
         );
         assert_eq!(ok, Ok(()));
+        let meta = named("a");
         for (v, m, n) in [
             (None, Some("tools/call"), Some("a")),
             (Some("2026-07-28"), Some("tools/list"), Some("a")),
             (Some("2026-07-28"), Some("tools/call"), None),
             (Some("2026-07-28"), Some("tools/call"), Some("=?base64?*?=")),
         ] {
-            assert!(check_headers(v, m, n, &meta, "tools/call", Some("a")).is_err());
+            assert!(check_headers(v, m, n, &meta, "tools/call").is_err());
         }
     }
 }

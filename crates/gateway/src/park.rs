@@ -529,11 +529,8 @@ pub(crate) async fn serve(
     meta: &ModernMeta,
 ) -> Vec<u8> {
     let hub = session.hub();
-    let text = params.as_deref().map_or("", RawValue::get).as_bytes();
-    let retry = jsonrpc::mentions!(text, "\"requestState\"")
-        || jsonrpc::mentions!(text, "\"inputResponses\"");
     let mut params = params;
-    if retry {
+    if meta.retry {
         // Off the common path: only a retry mentions these.
         let parsed = match params
             .as_deref()

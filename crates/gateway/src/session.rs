@@ -130,7 +130,7 @@ impl Session {
         let id = &*request.id;
         let method = &*request.method;
         let era = self.shared.era.load(Ordering::Acquire);
-        match modern::claim(id, request.params.as_deref()) {
+        match modern::claim(id, method, request.params.as_deref()) {
             Claim::Invalid(error) => Err(error),
             Claim::Modern(meta) => {
                 if era == ERA_LEGACY {
@@ -155,9 +155,9 @@ impl Session {
                             "this connection began a 2025 session (initialize)",
                         ));
                     }
-                    *self.shared.protocol.lock().unwrap() = Some(meta.version.clone());
-                    let client = meta.client.clone().unwrap_or_else(|| "unknown".into());
-                    self.hello(client, &meta.version);
+                    *self.shared.protocol.lock().unwrap() = Some(meta.version.to_owned());
+                    let client = meta.client().unwrap_or_else(|| "unknown".into());
+                    self.hello(client, meta.version);
                 }
                 Ok(Some(meta))
             }
