@@ -156,6 +156,54 @@ fn a_server_that_keeps_asking_is_stopped_after_the_round_cap() {
 }
 
 #[test]
+fn a_question_the_agent_never_answers_fails_the_call_at_the_input_deadline() {
+    let p = Project::new(&config(false));
+    // The deadline a parked call waits for its retry bounds a driven round too.
+    let mut c = Raw::start_with(&p, &[("CORRAL_INPUT_TTL_MS", "300")]);
+    let init = c.ask(
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"t","version":"1"}}}"#,
+    );
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+    writeln!(
+        c.stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .unwrap();
+    writeln!(
+        c.stdin,
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"fx__test_elicitation","arguments":{{"message":"anyone?"}}}}}}"#
+    )
+    .unwrap();
+    // (Notifications, such as a list change, may come in between.)
+    let mut next = |what: &str, pred: &dyn Fn(&Value) -> bool| loop {
+        let line = c
+            .lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no {what}"));
+        let m: Value = serde_json::from_str(&line).unwrap();
+        if pred(&m) {
+            break m;
+        }
+    };
+    next("question", &|m| is_request(m, "elicitation/create"));
+    // Not answered: the call fails, naming the server and the deadline.
+    let r = next("answer to the call", &|m| m["id"] == 2);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let text = r["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("did not answer") && text.contains("'fx'") && text.contains("300ms"),
+        "{r}"
+    );
+    // The session goes on.
+    let r = c.ask(
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fx__echo","arguments":{"text":"still here"}}}"#,
+    );
+    assert_eq!(r["result"]["content"][0]["text"], "still here", "{r}");
+}
+
+#[test]
 fn cancelling_the_agents_call_withdraws_corrals_question() {
     let p = Project::new(&config(false));
     let mut agent = mcp::McpClient::start_with(&p, json!({"elicitation": {}}));

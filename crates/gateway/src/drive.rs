@@ -14,7 +14,8 @@
 //! - on `input_required`, each `inputRequests` entry becomes a real request on the
 //!   agent's session, related to the agent's request (on HTTP it rides that POST's SSE
 //!   stream), gated on the agent's capabilities and revision;
-//! - all answers are awaited (human-paced: [`LEG_TIMEOUT`]), then the call is re-sent
+//! - all answers are awaited (human-paced: the same deadline as a parked call's,
+//!   `CORRAL_INPUT_TTL_MS`, ten minutes by default), then the call is re-sent
 //!   upstream with a new id, the original params, this round's answers only and the
 //!   `requestState` byte for byte; up to [`MAX_ROUNDS`] rounds; a round that asks
 //!   nothing (state only) is paced by [`STATE_ONLY_PAUSE`].
@@ -47,8 +48,6 @@ use tokio::sync::oneshot;
 /// gives up (the TypeScript SDK's shim uses the same cap): a server that keeps asking is
 /// looping, not waiting for a human.
 pub(crate) const MAX_ROUNDS: usize = 8;
-/// How long Corral waits for the agent's answers in one round: a person may be typing.
-pub(crate) const LEG_TIMEOUT: Duration = Duration::from_secs(600);
 /// The pause before retrying a round that asked for nothing (only `requestState`): the
 /// server is shedding load or working in steps; an immediate retry would spin.
 pub(crate) const STATE_ONLY_PAUSE: Duration = Duration::from_millis(250);
@@ -237,7 +236,9 @@ pub(crate) async fn request(
             let (n, rx) = outstanding.ask(&kind, params.as_deref(), agent_id);
             waiting.push((key, kind, n, rx));
         }
-        let collected = tokio::time::timeout(LEG_TIMEOUT, async {
+        // A person may be typing: as long as a parked call waits for its retry.
+        let leg_timeout = hub.parked.ttl();
+        let collected = tokio::time::timeout(leg_timeout, async {
             let mut out = String::from("{");
             for (key, kind, n, rx) in waiting {
                 let answer = rx.await;
@@ -273,8 +274,7 @@ pub(crate) async fn request(
             Err(_) => {
                 return Outcome::Failed(format!(
                     "the client did not answer what server '{server}' asked (for {method}) \
-                     within {} s; call again when someone can answer",
-                    LEG_TIMEOUT.as_secs()
+                     within {leg_timeout:?}; call again when someone can answer"
                 ));
             }
         };

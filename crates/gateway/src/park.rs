@@ -486,6 +486,12 @@ impl Store {
             ttl,
         }
     }
+
+    /// How long a question waits for the agent's answer (a parked call for its retry, a
+    /// driven round for the agent's answers).
+    pub(crate) fn ttl(&self) -> Duration {
+        self.ttl
+    }
 }
 
 /// A new unguessable handle.
