@@ -175,7 +175,7 @@ fn a_question_the_agent_never_answers_fails_the_call_at_the_input_deadline() {
     )
     .unwrap();
     // (Notifications, such as a list change, may come in between.)
-    let mut next = |what: &str, pred: &dyn Fn(&Value) -> bool| loop {
+    let next = |what: &str, pred: &dyn Fn(&Value) -> bool| loop {
         let line = c
             .lines
             .recv_timeout(std::time::Duration::from_secs(60))
