@@ -712,7 +712,10 @@ fn a_2025_agents_prompt_get_is_driven_too() {
     let p = Project::new(&config(false));
     let mut agent = mcp::McpClient::start_with(&p, json!({"elicitation": {}}));
     assert!(!agent.tool_names().is_empty()); // (the server is ready)
-    let id = agent.send_request("prompts/get", json!({"name": "fx__test_mrtr_prompt"}));
+    let id = agent.send_request(
+        "prompts/get",
+        json!({"name": "fx__test_mrtr_prompt", "_meta": {"progressToken": 7}}),
+    );
     let ask = agent.wait_for("elicitation/create", |m| {
         is_request(m, "elicitation/create")
     });
@@ -729,5 +732,20 @@ fn a_2025_agents_prompt_get_is_driven_too() {
         "{r}"
     );
     assert!(r["result"].get("resultType").is_none(), "{r}");
+    // Its progress token, like a tool call's, reaches the server as a route of Corral's
+    // and the server's progress on both legs comes back under the agent's own token,
+    // only growing.
+    let progress: Vec<(Value, Value)> = agent
+        .other
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .map(|m| {
+            (
+                m["params"]["progressToken"].clone(),
+                m["params"]["progress"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(progress, [(json!(7), json!(1)), (json!(7), json!(2))]);
     agent.close();
 }

@@ -656,7 +656,7 @@ impl Hub {
         let Some(id) = p
             .get("progressToken")
             .and_then(Value::as_str)
-            .and_then(|t| t.strip_prefix("corral-p-"))
+            .and_then(|t| t.strip_prefix(PROGRESS_PREFIX))
             .and_then(|n| n.parse::<u64>().ok())
         else {
             return;
@@ -874,4 +874,12 @@ fn agent_answer(result: Option<&RawValue>, error: Option<&RawValue>) -> AgentAns
         )),
         (None, None) => Err((jsonrpc::INTERNAL_ERROR, "an empty response".to_owned())),
     }
+}
+
+/// What a progress token Corral sends a server starts with; the route's number follows.
+const PROGRESS_PREFIX: &str = "corral-p-";
+
+/// The token that stands for progress route `route` upstream.
+pub(crate) fn progress_token(route: u64) -> String {
+    format!("{PROGRESS_PREFIX}{route}")
 }

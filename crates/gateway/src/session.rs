@@ -508,7 +508,7 @@ impl Session {
                 let n = self.hub.register_progress(self.shared.id, &raw, id);
                 meta.insert(
                     "progressToken".into(),
-                    Value::String(format!("corral-p-{n}")),
+                    Value::String(crate::hub::progress_token(n)),
                 );
                 progress_id = Some(n);
             }
@@ -942,6 +942,8 @@ impl Session {
         // A 2025 agent's logging/setLevel reaches a modern server as `_meta` logLevel.
         let leveled = crate::listen::params_with_log_level(params, &self.shared, &h);
         let params = leveled.as_deref().or(params);
+        let routed = self.route_progress(id, params);
+        let params = routed.as_ref().map(|r| &*r.params).or(params);
         let failed = |e: CallError| {
             let msg = agent_message(&e, &self.hub.catalog());
             jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
@@ -970,6 +972,49 @@ impl Session {
             h.request(method, params).await
         };
         reply(id, result, failed)
+    }
+}
+
+/// A forwarded request's params with the agent's progress token replaced by a route of
+/// the hub's (`corral-p-N`: an agent's tokens are unique only among its own requests),
+/// which is forgotten when this is dropped, however the request ends.
+struct RoutedProgress<'h> {
+    params: Box<RawValue>,
+    hub: &'h Hub,
+    route: u64,
+}
+
+impl Drop for RoutedProgress<'_> {
+    fn drop(&mut self) {
+        self.hub.forget_progress(self.route);
+    }
+}
+
+impl Session {
+    /// `params` routed for progress ([`RoutedProgress`]); `None` when they carry no
+    /// `_meta.progressToken` (the common case: one substring search).
+    fn route_progress(
+        &self,
+        id: &RawValue,
+        params: Option<&RawValue>,
+    ) -> Option<RoutedProgress<'_>> {
+        let text = params?.get();
+        if !jsonrpc::mentions!(text.as_bytes(), "\"progressToken\"") {
+            return None;
+        }
+        let mut params: serde_json::Map<String, Value> = serde_json::from_str(text).ok()?;
+        let meta = params.get_mut("_meta")?.as_object_mut()?;
+        let token = jsonrpc::raw(meta.get("progressToken")?.to_string());
+        let route = self.hub.register_progress(self.shared.id, &token, id);
+        meta.insert(
+            "progressToken".into(),
+            Value::String(crate::hub::progress_token(route)),
+        );
+        Some(RoutedProgress {
+            params: jsonrpc::raw(Value::Object(params).to_string()),
+            hub: &self.hub,
+            route,
+        })
     }
 }
 
