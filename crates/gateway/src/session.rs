@@ -973,24 +973,7 @@ impl Session {
         };
         reply(id, result, failed)
     }
-}
 
-/// A forwarded request's params with the agent's progress token replaced by a route of
-/// the hub's (`corral-p-N`: an agent's tokens are unique only among its own requests),
-/// which is forgotten when this is dropped, however the request ends.
-struct RoutedProgress<'h> {
-    params: Box<RawValue>,
-    hub: &'h Hub,
-    route: u64,
-}
-
-impl Drop for RoutedProgress<'_> {
-    fn drop(&mut self) {
-        self.hub.forget_progress(self.route);
-    }
-}
-
-impl Session {
     /// `params` routed for progress ([`RoutedProgress`]); `None` when they carry no
     /// `_meta.progressToken` (the common case: one substring search).
     fn route_progress(
@@ -1015,6 +998,21 @@ impl Session {
             hub: &self.hub,
             route,
         })
+    }
+}
+
+/// A forwarded request's params with the agent's progress token replaced by a route of
+/// the hub's (`corral-p-N`: an agent's tokens are unique only among its own requests),
+/// which is forgotten when this is dropped, however the request ends.
+struct RoutedProgress<'h> {
+    params: Box<RawValue>,
+    hub: &'h Hub,
+    route: u64,
+}
+
+impl Drop for RoutedProgress<'_> {
+    fn drop(&mut self) {
+        self.hub.forget_progress(self.route);
     }
 }
 
