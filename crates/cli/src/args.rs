@@ -274,4 +274,8 @@ pub enum Command {
     /// Internal: the watchdog that kills the servers' process groups if corral dies.
     #[command(name = "__guard", hide = true)]
     Guard,
+    /// Internal: carries a remote (url) server's traffic for the supervisor (its
+    /// settings come in `CORRAL_REMOTE_*` environment variables).
+    #[command(name = "__remote", hide = true)]
+    Remote,
 }

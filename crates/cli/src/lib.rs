@@ -128,6 +128,9 @@ pub fn run() -> ExitCode {
         corral_supervisor::guard::run_guard();
         return ExitCode::SUCCESS;
     }
+    if matches!(cli.command, args::Command::Remote) {
+        return corral_remote::main();
+    }
     // Before any thread starts: descriptors for every child, agent and connection.
     let _ = corral_supervisor::spawn::raise_nofile_limit();
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -127,7 +127,9 @@ impl Standalone {
         let _ = corral_supervisor::stderr::private_dir_all(&config.state_dir);
         let mut opts = SupervisorOptions::new(bus, config.state_dir.join("logs"));
         opts.console = console;
-        for problem in opts.contain(std::env::current_exe().ok().as_deref()) {
+        let exe = std::env::current_exe().ok();
+        opts.remote_program = exe.clone();
+        for problem in opts.contain(exe.as_deref()) {
             eprintln!("corral: warning: {problem}");
         }
         // Alerts as the daemon has them: a wrong `[alerts]` costs the settings, not the

@@ -156,6 +156,7 @@ pub async fn run(
     sopts.on_notification = Some(hook.clone());
     // Never dropped: each is an event, and a warning in `corral ps` for as long as the
     // daemon runs.
+    sopts.remote_program = opts.guard_exe.clone();
     let containment = sopts.contain(opts.guard_exe.as_deref());
     for problem in &containment {
         bus.emit(

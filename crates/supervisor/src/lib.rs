@@ -105,6 +105,10 @@ pub struct SupervisorOptions {
     /// Scans every process's output and every server's stderr for errors; `None`: no
     /// alerts.
     pub alerts: Option<std::sync::Arc<alerts::Alerts>>,
+    /// The program that carries a remote (url) server's traffic, run as `PROGRAM
+    /// __remote` (Corral's own binary: `corral_remote`); `None`: remote servers cannot
+    /// start, and say so.
+    pub remote_program: Option<PathBuf>,
 }
 
 /// A notification callback, installable after the supervisor started.
@@ -131,6 +135,7 @@ impl SupervisorOptions {
             requests: None,
             on_notification: None,
             alerts: None,
+            remote_program: None,
         }
     }
 }

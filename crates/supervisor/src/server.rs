@@ -21,6 +21,7 @@ use corral_events::{Event, Kind};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
@@ -190,6 +191,8 @@ struct Shared {
     /// The resource URIs agents subscribed to on this server, for the `subscriptions/listen`
     /// Corral keeps open to a modern instance ([`crate::listen`]).
     listen_uris: watch::Sender<crate::listen::Uris>,
+    /// See [`SupervisorOptions::remote_program`](crate::SupervisorOptions).
+    remote_program: Option<std::path::PathBuf>,
 }
 
 /// What tells whether an instance that exited during the probe had read it.
@@ -251,24 +254,49 @@ impl Role for Shared {
     fn spawn(&self) -> Result<Instance, SpawnFailure> {
         // A new run, a new ring: a failed spawn's event must not carry the last run's lines.
         *self.ring.write().unwrap() = StderrRing::default();
-        let Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
-        } = &self.cfg.transport
-        else {
-            return Err(SpawnFailure::Permanent(
-                "remote (url) servers are not supported by this version of corral yet".into(),
-            ));
-        };
-        let spec = SpawnSpec {
-            command,
-            args,
-            env,
-            cwd,
-        };
-        Instance::spawn(&spec, &self.unit.name, &self.unit.contain).map_err(SpawnFailure::Spawn)
+        match &self.cfg.transport {
+            Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let spec = SpawnSpec {
+                    command,
+                    args,
+                    env,
+                    cwd,
+                };
+                Instance::spawn(&spec, &self.unit.name, &self.unit.contain)
+                    .map_err(SpawnFailure::Spawn)
+            }
+            // A remote server's traffic is carried by `corral __remote`, a child like any
+            // other (see `corral_remote`); what it needs comes in its environment, which
+            // other users cannot read (a header may hold a secret; argv is public).
+            Transport::Http { url, headers } => {
+                let Some(program) = self.remote_program.as_deref().and_then(|p| p.to_str()) else {
+                    return Err(SpawnFailure::Permanent(
+                        "remote (url) servers run only under the corral binary".into(),
+                    ));
+                };
+                let env = BTreeMap::from([
+                    ("CORRAL_REMOTE_URL".to_owned(), url.clone()),
+                    (
+                        "CORRAL_REMOTE_HEADERS".to_owned(),
+                        serde_json::to_string(headers).expect("strings serialize"),
+                    ),
+                    ("CORRAL_REMOTE_NAME".to_owned(), self.unit.name.clone()),
+                ]);
+                let spec = SpawnSpec {
+                    command: program,
+                    args: &["__remote".to_owned()],
+                    env: &env,
+                    cwd: std::path::Path::new("/"),
+                };
+                Instance::spawn(&spec, &self.unit.name, &self.unit.contain)
+                    .map_err(SpawnFailure::Spawn)
+            }
+        }
     }
 
     fn starting_fields(&self, ev: Event) -> Event {
@@ -279,7 +307,7 @@ impl Role for Shared {
                     args.iter().map(|a| self.cfg.redact(a)).collect::<Vec<_>>(),
                 )
             }
-            Transport::Http { .. } => ev,
+            Transport::Http { url, .. } => ev.with("url", self.cfg.redact(url)),
         }
     }
 
@@ -403,6 +431,7 @@ impl ServerHandle {
             skip_probe: AtomicBool::new(false),
             probe_pipe: Mutex::new(None),
             listen_uris: watch::channel(Arc::new(Vec::new())).0,
+            remote_program: opts.remote_program.clone(),
         });
         let (ctl, task) = actor::start(shared.clone(), cancel, autostart);
         (ServerHandle { shared, ctl }, task)

@@ -121,6 +121,6 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             });
             errors::run(config, args, json, standalone).await
         }
-        Command::Guard => unreachable!("handled before the runtime starts"),
+        Command::Guard | Command::Remote => unreachable!("handled before the runtime starts"),
     }
 }

@@ -1,0 +1,967 @@
+//! A remote (url) MCP server, carried for Corral's supervisor: `corral __remote` reads
+//! the supervisor's newline-delimited JSON-RPC on stdin and speaks it to the server over
+//! Streamable HTTP, writing what the server sends back on stdout.
+//!
+//! So a remote server is supervised exactly like a stdio one — the same handshake (and
+//! `server/discover` probe), deadlines, cancellation, restarts with backoff and the
+//! crash-loop breaker, events, stderr tail — and this process is the only place that
+//! knows HTTP. It is transparent to the messages and owns what HTTP adds:
+//!
+//! - the headers: `MCP-Protocol-Version` (the negotiated revision, or a 2026-07-28
+//!   request's own claim), `Mcp-Session-Id`, a 2026 request's `Mcp-Method`/`Mcp-Name`,
+//!   and the configured `headers`;
+//! - each request's answer, as JSON or as an SSE stream that also carries the request's
+//!   notifications and the server's requests; a stream broken before the answer is
+//!   resumed with `Last-Event-ID` where the server numbered its events;
+//! - the session's GET stream (server-initiated messages of a 2025 session), reopened
+//!   when it drops;
+//! - an expired session (404 on `Mcp-Session-Id`): initialized again with the
+//!   supervisor's own `initialize`, and the request sent once more, unseen by Corral;
+//! - failures in words (DNS, refused, which TLS problem, 401/403, 404, a body that is not
+//!   MCP): the request gets a JSON-RPC error saying so, and when the server cannot be
+//!   reached at all this process exits with the reason on stderr, so the supervisor
+//!   reconnects with backoff and its death event carries the cause.
+
+mod http;
+pub mod sse;
+
+use bytes::Bytes;
+use http::Http;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode, Uri};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::collections::HashMap;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+use tokio::task::AbortHandle;
+
+/// The server's URL.
+pub const ENV_URL: &str = "CORRAL_REMOTE_URL";
+/// The configured headers, a JSON object of strings (secrets: never in argv).
+pub const ENV_HEADERS: &str = "CORRAL_REMOTE_HEADERS";
+/// The server's name, for messages.
+pub const ENV_NAME: &str = "CORRAL_REMOTE_NAME";
+
+/// The largest message accepted either way (the supervisor's limit).
+const MAX_MESSAGE: usize = 64 * 1024 * 1024;
+/// How much of a body that is not MCP is quoted in an error.
+const QUOTED: usize = 200;
+/// The wait before reopening a dropped GET stream, unless the server said (`retry`).
+const REOPEN: Duration = Duration::from_secs(1);
+
+const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// What the supervisor passes in the environment.
+pub struct Config {
+    pub name: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+}
+
+impl Config {
+    pub fn from_env() -> Result<Config, String> {
+        let url = std::env::var(ENV_URL).map_err(|_| format!("{ENV_URL} is not set"))?;
+        let name = std::env::var(ENV_NAME).unwrap_or_else(|_| "remote".to_owned());
+        let headers = match std::env::var(ENV_HEADERS) {
+            Ok(h) if !h.is_empty() => {
+                serde_json::from_str::<std::collections::BTreeMap<String, String>>(&h)
+                    .map_err(|e| format!("{ENV_HEADERS} is not a JSON object of strings: {e}"))?
+                    .into_iter()
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        Ok(Config { name, url, headers })
+    }
+}
+
+/// `corral __remote`: carries the traffic until stdin closes (the supervisor stops the
+/// server) or the server cannot be reached (exit 1, the reason on stderr).
+pub fn main() -> ExitCode {
+    let cfg = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("corral: remote server: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("corral: remote server '{}': cannot start: {e}", cfg.name);
+            return ExitCode::from(2);
+        }
+    };
+    let code = rt.block_on(run(cfg));
+    // Not waiting for the stdin reader: its blocking read ends only when the supervisor
+    // closes the pipe, and an unreachable server must exit now.
+    rt.shutdown_background();
+    code
+}
+
+async fn run(cfg: Config) -> ExitCode {
+    let who = format!("remote server '{}' ({})", cfg.name, cfg.url);
+    let bridge = match Bridge::new(cfg) {
+        Ok(b) => Arc::new(b),
+        Err(e) => {
+            eprintln!("corral: {who}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
+    let (fatal_tx, mut fatal_rx) = mpsc::unbounded_channel::<String>();
+    *bridge.out.lock().unwrap() = Some(out_tx);
+    *bridge.fatal.lock().unwrap() = Some(fatal_tx);
+    let writer = tokio::spawn(async move {
+        let mut stdout = tokio::io::stdout();
+        while let Some(line) = out_rx.recv().await {
+            let mut buf = line.into_bytes();
+            buf.push(b'\n');
+            // More already queued goes in the same write.
+            while let Ok(more) = out_rx.try_recv() {
+                buf.extend_from_slice(more.as_bytes());
+                buf.push(b'\n');
+            }
+            if stdout.write_all(&buf).await.is_err() || stdout.flush().await.is_err() {
+                return;
+            }
+        }
+    });
+    // Lines from the supervisor, read on their own task (a read is not cancel-safe).
+    let (in_tx, mut in_rx) = mpsc::channel::<Result<String, String>>(64);
+    tokio::spawn(async move {
+        let mut stdin = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let read = (&mut stdin)
+                .take(MAX_MESSAGE as u64 + 1)
+                .read_until(b'\n', &mut line)
+                .await;
+            let item = match read {
+                Ok(0) | Err(_) => return,
+                Ok(_) if line.len() > MAX_MESSAGE => Err(format!(
+                    "a message from the supervisor over {MAX_MESSAGE} bytes"
+                )),
+                Ok(_) => Ok(String::from_utf8_lossy(&line).trim().to_owned()),
+            };
+            let stop = item.is_err();
+            if in_tx.send(item).await.is_err() || stop {
+                return;
+            }
+        }
+    });
+    let code = loop {
+        tokio::select! {
+            line = in_rx.recv() => match line {
+                // stdin closed: the supervisor stops the server.
+                None => break ExitCode::SUCCESS,
+                Some(Err(why)) => {
+                    eprintln!("corral: {who}: {why}");
+                    break ExitCode::from(1);
+                }
+                Some(Ok(text)) => {
+                    if !text.is_empty() {
+                        bridge.clone().dispatch(text);
+                    }
+                }
+            },
+            why = fatal_rx.recv() => {
+                if let Some(why) = why {
+                    eprintln!("corral: {who}: {why}");
+                }
+                break ExitCode::from(1);
+            }
+        }
+    };
+    // What was answered before the end still reaches the supervisor.
+    drop(bridge.out.lock().unwrap().take());
+    let _ = tokio::time::timeout(Duration::from_millis(500), writer).await;
+    code
+}
+
+/// The parts of a message the transport needs.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+/// What one outgoing message is, for its headers and its answer.
+#[derive(Clone)]
+struct Outgoing {
+    body: Bytes,
+    /// The request's id (raw JSON); `None` for a notification or a response.
+    id: Option<String>,
+    method: Option<String>,
+    /// A 2026-07-28 request: its claimed revision, and the name `Mcp-Name` carries.
+    modern: Option<(String, Option<String>)>,
+}
+
+impl Outgoing {
+    fn of(line: String) -> Result<Outgoing, String> {
+        let env: Envelope<'_> = serde_json::from_str(&line)
+            .map_err(|e| format!("not a JSON-RPC message from the supervisor: {e}"))?;
+        let modern = env
+            .params
+            .filter(|p| {
+                memchr::memmem::find(p.get().as_bytes(), PROTOCOL_VERSION_KEY.as_bytes()).is_some()
+            })
+            .and_then(|p| modern_claim(env.method.as_deref().unwrap_or(""), p));
+        Ok(Outgoing {
+            id: env.id.map(|i| i.get().to_owned()),
+            method: env.method,
+            modern,
+            body: Bytes::from(line),
+        })
+    }
+
+    fn is_request(&self) -> bool {
+        self.id.is_some() && self.method.is_some()
+    }
+}
+
+/// A 2026-07-28 request's claimed revision and its `Mcp-Name` value.
+fn modern_claim(method: &str, params: &RawValue) -> Option<(String, Option<String>)> {
+    #[derive(Deserialize)]
+    struct P {
+        #[serde(rename = "_meta", default)]
+        meta: Option<M>,
+        #[serde(default)]
+        name: Option<serde_json::Value>,
+        #[serde(default)]
+        uri: Option<serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct M {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+        version: Option<String>,
+    }
+    let p: P = serde_json::from_str(params.get()).ok()?;
+    let version = p.meta?.version?;
+    let name = match method {
+        "tools/call" | "prompts/get" => p.name,
+        "resources/read" => p.uri,
+        _ => None,
+    }
+    .and_then(|v| v.as_str().map(str::to_owned));
+    Some((version, name))
+}
+
+/// A header value as MCP 2026-07-28 sends one: as it is when it is visible ASCII, else
+/// `=?base64?…?=`.
+fn header_text(s: &str) -> Option<HeaderValue> {
+    if s.bytes().all(|b| (0x20..0x7f).contains(&b)) && s.trim() == s {
+        return HeaderValue::from_str(s).ok();
+    }
+    HeaderValue::from_str(&format!("=?base64?{}?=", base64(s.as_bytes()))).ok()
+}
+
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for c in bytes.chunks(3) {
+        let n = (u32::from(c[0]) << 16)
+            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
+            | u32::from(*c.get(2).unwrap_or(&0));
+        for i in 0..4 {
+            if i <= c.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// The session's state, as HTTP sees it.
+#[derive(Default)]
+struct Session {
+    id: Option<HeaderValue>,
+    /// The revision `initialize` agreed on.
+    version: Option<String>,
+    /// The supervisor's `initialize` and whether it said `initialized`, to begin a new
+    /// session the same way when this one expires.
+    initialize: Option<Outgoing>,
+    initialized: bool,
+    get_stream: bool,
+    /// How many times the session was begun again.
+    generation: u64,
+}
+
+struct Bridge {
+    name: String,
+    url: Uri,
+    http: Http,
+    headers: HeaderMap,
+    session: Mutex<Session>,
+    /// Serializes beginning a new session.
+    renew: tokio::sync::Mutex<()>,
+    /// Requests in flight by raw id: a 2026 request is cancelled by ending its HTTP
+    /// exchange.
+    inflight: Mutex<HashMap<String, AbortHandle>>,
+    out: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    fatal: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// The server answered once: losing it now ends this process (the supervisor
+    /// reconnects with backoff); before, each request is answered with the reason, so
+    /// the handshake fails saying why.
+    reached: std::sync::atomic::AtomicBool,
+}
+
+/// How an exchange failed.
+enum Failure {
+    /// The server answered, but not with MCP (or refused): the request gets this error.
+    Answer(String),
+    /// The server could not be reached at all: this process ends.
+    Unreachable(String),
+    /// The session expired (404 on `Mcp-Session-Id`).
+    Expired,
+}
+
+impl Bridge {
+    fn new(cfg: Config) -> Result<Bridge, String> {
+        let url: Uri = cfg
+            .url
+            .parse()
+            .map_err(|e| format!("the url is not a valid URL: {e}"))?;
+        let http = Http::new(&url)?;
+        let mut headers = HeaderMap::new();
+        for (k, v) in &cfg.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("header name {k:?} is not a valid HTTP header name"))?;
+            let value = HeaderValue::from_str(v)
+                .map_err(|_| format!("the value of header {k:?} is not valid in HTTP"))?;
+            headers.append(name, value);
+        }
+        Ok(Bridge {
+            name: cfg.name,
+            url,
+            http,
+            headers,
+            session: Mutex::default(),
+            renew: tokio::sync::Mutex::new(()),
+            inflight: Mutex::default(),
+            out: Mutex::new(None),
+            fatal: Mutex::new(None),
+            reached: std::sync::atomic::AtomicBool::new(false),
+        })
+    }
+
+    fn emit(&self, line: String) {
+        if let Some(out) = &*self.out.lock().unwrap() {
+            let _ = out.send(line);
+        }
+    }
+
+    fn die(&self, why: String) {
+        if let Some(f) = &*self.fatal.lock().unwrap() {
+            let _ = f.send(why);
+        }
+    }
+
+    /// Sends one message from the supervisor on its way.
+    fn dispatch(self: Arc<Self>, line: String) {
+        let msg = match Outgoing::of(line) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("corral: remote server '{}': {e}", self.name);
+                return;
+            }
+        };
+        match msg.method.as_deref() {
+            Some("initialize") if msg.is_request() => {
+                self.session.lock().unwrap().initialize = Some(msg.clone());
+            }
+            Some("notifications/initialized") => {
+                self.session.lock().unwrap().initialized = true;
+            }
+            Some("notifications/cancelled") => {
+                // A 2026 request is cancelled by ending its exchange; a 2025 one is told.
+                if let Some(target) = cancelled_id(&msg.body)
+                    && let Some(task) = self.inflight.lock().unwrap().remove(&target)
+                {
+                    task.abort();
+                    let modern = self.session.lock().unwrap().id.is_none();
+                    if modern {
+                        return;
+                    }
+                }
+            }
+            _ => {}
+        }
+        let id = msg.id.clone().filter(|_| msg.is_request());
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            let id = msg.id.clone().filter(|_| msg.is_request());
+            me.clone().carry(msg).await;
+            if let Some(id) = id {
+                me.inflight.lock().unwrap().remove(&id);
+            }
+        });
+        if let Some(id) = id {
+            self.inflight
+                .lock()
+                .unwrap()
+                .insert(id, task.abort_handle());
+        }
+    }
+
+    /// One message's exchange, answered to the supervisor however it ends.
+    async fn carry(self: Arc<Self>, msg: Outgoing) {
+        let generation = self.session.lock().unwrap().generation;
+        let mut result = self.exchange(&msg).await;
+        if matches!(result, Err(Failure::Expired)) {
+            // Once: a session that expires again at once is not coming back.
+            result = match self.renew(generation).await {
+                Ok(()) => self.exchange(&msg).await,
+                Err(f) => Err(f),
+            };
+        }
+        let why = match result {
+            Ok(()) => {
+                if msg.method.as_deref() == Some("notifications/initialized") {
+                    self.clone().open_get_stream();
+                }
+                return;
+            }
+            Err(Failure::Answer(why)) => why,
+            Err(Failure::Expired) => {
+                "the server ended the session (404 on Mcp-Session-Id) again right after a new \
+                 one began"
+                    .to_owned()
+            }
+            Err(Failure::Unreachable(why)) => {
+                self.answer_error(&msg, &why);
+                if self.reached.load(std::sync::atomic::Ordering::Acquire) {
+                    self.die(why);
+                }
+                return;
+            }
+        };
+        if msg.is_request() {
+            self.answer_error(&msg, &why);
+        } else {
+            eprintln!(
+                "corral: remote server '{}': {} not delivered: {why}",
+                self.name,
+                msg.method.as_deref().unwrap_or("a response")
+            );
+        }
+    }
+
+    fn answer_error(&self, msg: &Outgoing, why: &str) {
+        if let Some(id) = msg.id.as_ref().filter(|_| msg.is_request()) {
+            let error = serde_json::json!({"code": -32000, "message": why});
+            self.emit(format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#));
+        }
+    }
+
+    /// The POST of one message, and its answer passed on.
+    async fn exchange(&self, msg: &Outgoing) -> Result<(), Failure> {
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(self.url.clone())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream");
+        let (session, version) = {
+            let s = self.session.lock().unwrap();
+            (s.id.clone(), s.version.clone())
+        };
+        match &msg.modern {
+            Some((claimed, name)) => {
+                req = req.header("mcp-protocol-version", claimed.as_str());
+                if let Some(m) = msg.method.as_deref().and_then(header_text) {
+                    req = req.header("mcp-method", m);
+                }
+                if let Some(n) = name.as_deref().and_then(header_text) {
+                    req = req.header("mcp-name", n);
+                }
+            }
+            None => {
+                if let Some(v) = &version {
+                    req = req.header("mcp-protocol-version", v.as_str());
+                }
+                if let Some(s) = &session {
+                    req = req.header("mcp-session-id", s.clone());
+                }
+            }
+        }
+        let mut req = req
+            .body(Full::new(msg.body.clone()))
+            .expect("a request from valid parts");
+        for (k, v) in &self.headers {
+            req.headers_mut().append(k, v.clone());
+        }
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        if status == StatusCode::NOT_FOUND && session.is_some() && msg.modern.is_none() {
+            return Err(Failure::Expired);
+        }
+        if msg.method.as_deref() == Some("initialize") && status.is_success() {
+            let mut s = self.session.lock().unwrap();
+            s.id = resp.headers().get("mcp-session-id").cloned();
+        }
+        if !status.is_success() {
+            return Err(Failure::Answer(self.refusal(msg, resp).await));
+        }
+        if !msg.is_request() {
+            return Ok(());
+        }
+        let id = msg.id.as_deref().unwrap_or("null");
+        if is_sse(&resp) {
+            let init = msg.method.as_deref() == Some("initialize");
+            self.pump(resp, Some(id), init).await
+        } else if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+            Err(Failure::Answer(format!(
+                "the server answered {} to a request, with no response ({})",
+                status.as_u16(),
+                self.url
+            )))
+        } else {
+            let body = read_body(resp.into_body(), MAX_MESSAGE).await?;
+            self.pass_json(&body, msg)
+        }
+    }
+
+    /// A JSON answer: one message (or a batch), passed on; the negotiated revision is
+    /// read from an `initialize` result.
+    fn pass_json(&self, body: &[u8], msg: &Outgoing) -> Result<(), Failure> {
+        let v: serde_json::Value = serde_json::from_slice(body).map_err(|_| {
+            Failure::Answer(format!(
+                "the server's answer is not JSON: {} ({}; is {} an MCP endpoint?)",
+                quote(body),
+                self.url,
+                self.url
+            ))
+        })?;
+        let messages = match v {
+            serde_json::Value::Array(a) => a,
+            one => vec![one],
+        };
+        for m in messages {
+            if m.get("jsonrpc").is_none() {
+                return Err(Failure::Answer(format!(
+                    "the server's answer is JSON but not JSON-RPC: {} (is {} an MCP endpoint?)",
+                    quote(body),
+                    self.url
+                )));
+            }
+            let m = m.to_string();
+            if msg.method.as_deref() == Some("initialize") {
+                self.note_version(&m);
+            }
+            self.emit(m);
+        }
+        Ok(())
+    }
+
+    /// The revision an `initialize` result agreed on, for the later requests' header.
+    fn note_version(&self, result: &str) {
+        let v: Option<serde_json::Value> = serde_json::from_str(result).ok();
+        if let Some(v) = v
+            .as_ref()
+            .and_then(|v| v.pointer("/result/protocolVersion"))
+            .and_then(|v| v.as_str())
+        {
+            self.session.lock().unwrap().version = Some(v.to_owned());
+        }
+    }
+
+    /// An SSE answer: every message event passed on, until the answer to `id` came (or,
+    /// for the GET stream, until the stream ends). A stream broken before the answer is
+    /// resumed with `Last-Event-ID` where the server numbered its events.
+    async fn pump(
+        &self,
+        resp: Response<Incoming>,
+        id: Option<&str>,
+        init: bool,
+    ) -> Result<(), Failure> {
+        let mut parser = sse::Parser::new(MAX_MESSAGE);
+        let mut body = resp.into_body();
+        let mut events = Vec::new();
+        let mut resumes = 0;
+        loop {
+            let frame = body.frame().await;
+            match frame {
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data()
+                        && parser.feed(&data, &mut events).is_err()
+                    {
+                        return Err(Failure::Answer(format!(
+                            "the server sent an event over {MAX_MESSAGE} bytes"
+                        )));
+                    }
+                    let mut answered = false;
+                    for e in events.drain(..) {
+                        if e.event != "message" || e.data.trim().is_empty() {
+                            continue;
+                        }
+                        if id.is_some_and(|id| answers(&e.data, id)) {
+                            answered = true;
+                            if init {
+                                self.note_version(&e.data);
+                            }
+                        }
+                        self.emit(single_line(e.data));
+                    }
+                    if answered {
+                        return Ok(());
+                    }
+                }
+                Some(Err(e)) if id.is_none() => {
+                    return Err(Failure::Answer(format!(
+                        "the event stream broke: {}",
+                        http::describe(&e)
+                    )));
+                }
+                None if id.is_none() => return Ok(()),
+                // A request's stream ended or broke before its answer.
+                end => {
+                    let Some(last) = parser.last_id.clone().filter(|_| resumes < 3) else {
+                        let how = match end {
+                            Some(Err(e)) => format!("broke ({})", http::describe(&e)),
+                            _ => "ended".to_owned(),
+                        };
+                        return Err(Failure::Answer(format!(
+                            "the server's event stream {how} before the response"
+                        )));
+                    };
+                    resumes += 1;
+                    body = self.resume(&last).await?.into_body();
+                }
+            }
+        }
+    }
+
+    /// Reopens a broken stream after event `last` (a GET with `Last-Event-ID`).
+    async fn resume(&self, last: &str) -> Result<Response<Incoming>, Failure> {
+        let resp = self.get(Some(last)).await?;
+        if !resp.status().is_success() || !is_sse(&resp) {
+            return Err(Failure::Answer(format!(
+                "the stream broke and the server did not resume it (GET with Last-Event-ID \
+                 answered {})",
+                resp.status().as_u16()
+            )));
+        }
+        Ok(resp)
+    }
+
+    async fn get(&self, last: Option<&str>) -> Result<Response<Incoming>, Failure> {
+        let (session, version) = {
+            let s = self.session.lock().unwrap();
+            (s.id.clone(), s.version.clone())
+        };
+        let mut req = Request::builder()
+            .method(Method::GET)
+            .uri(self.url.clone())
+            .header("accept", "text/event-stream");
+        if let Some(v) = &version {
+            req = req.header("mcp-protocol-version", v.as_str());
+        }
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        if let Some(l) = last.and_then(|l| HeaderValue::from_str(l).ok()) {
+            req = req.header("last-event-id", l);
+        }
+        let mut req = req.body(Full::default()).expect("valid parts");
+        for (k, v) in &self.headers {
+            req.headers_mut().append(k, v.clone());
+        }
+        self.send(req).await
+    }
+
+    /// Sends `req`; a server that cannot be reached is said so with its URL.
+    async fn send(&self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, Failure> {
+        match self.http.send(req).await {
+            Ok(r) => {
+                self.reached
+                    .store(true, std::sync::atomic::Ordering::Release);
+                Ok(r)
+            }
+            Err(why) => Err(Failure::Unreachable(format!(
+                "cannot reach {}: {why}",
+                self.url
+            ))),
+        }
+    }
+
+    /// The session's GET stream (server-initiated messages), kept open while the
+    /// session lives; a server without one (405) is fine.
+    fn open_get_stream(self: Arc<Self>) {
+        {
+            let mut s = self.session.lock().unwrap();
+            if s.get_stream || s.id.is_none() {
+                return;
+            }
+            s.get_stream = true;
+        }
+        tokio::spawn(async move {
+            let mut last: Option<String> = None;
+            loop {
+                let generation = self.session.lock().unwrap().generation;
+                let resp = match self.get(last.as_deref()).await {
+                    Ok(r) => r,
+                    Err(Failure::Unreachable(why)) => return self.die(why),
+                    Err(_) => return,
+                };
+                let status = resp.status();
+                if status == StatusCode::NOT_FOUND {
+                    if self.renew(generation).await.is_err() {
+                        return;
+                    }
+                    last = None;
+                    continue;
+                }
+                if !status.is_success() || !is_sse(&resp) {
+                    // No stream offered (405): the server speaks only in answers.
+                    self.session.lock().unwrap().get_stream = false;
+                    return;
+                }
+                let mut parser = sse::Parser::new(MAX_MESSAGE);
+                let mut body = resp.into_body();
+                let mut events = Vec::new();
+                while let Some(Ok(f)) = body.frame().await {
+                    if let Ok(data) = f.into_data()
+                        && parser.feed(&data, &mut events).is_err()
+                    {
+                        break;
+                    }
+                    for e in events.drain(..) {
+                        if e.event == "message" && !e.data.trim().is_empty() {
+                            self.emit(single_line(e.data));
+                        }
+                    }
+                }
+                last = parser.last_id.clone();
+                let wait = parser.retry_ms.map_or(REOPEN, Duration::from_millis);
+                tokio::time::sleep(wait).await;
+            }
+        });
+    }
+
+    /// Begins a new session after `generation` expired: the supervisor's own
+    /// `initialize` (its answer kept here) and `initialized`, then the GET stream.
+    async fn renew(self: &Arc<Self>, generation: u64) -> Result<(), Failure> {
+        let _one = self.renew.lock().await;
+        let (init, initialized) = {
+            let mut s = self.session.lock().unwrap();
+            if s.generation != generation {
+                return Ok(()); // another request already began one
+            }
+            s.generation += 1;
+            s.id = None;
+            s.get_stream = false;
+            (s.initialize.clone(), s.initialized)
+        };
+        let Some(init) = init else {
+            return Err(Failure::Answer(
+                "the server ended the session before it began".to_owned(),
+            ));
+        };
+        let version = self.session.lock().unwrap().version.clone();
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(self.url.clone())
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(Full::new(init.body.clone()))
+            .expect("valid parts");
+        for (k, v) in &self.headers {
+            req.headers_mut().append(k, v.clone());
+        }
+        let resp = self.send(req).await?;
+        if !resp.status().is_success() {
+            let why = self.refusal(&init, resp).await;
+            return Err(Failure::Answer(format!(
+                "the session expired and a new one could not begin: {why}"
+            )));
+        }
+        let id = resp.headers().get("mcp-session-id").cloned();
+        // The answer is the one the supervisor already had: read and dropped.
+        let _ = read_body(resp.into_body(), MAX_MESSAGE).await;
+        {
+            let mut s = self.session.lock().unwrap();
+            s.id = id;
+            s.version = version;
+        }
+        eprintln!(
+            "corral: remote server '{}': the session expired; a new one began",
+            self.name
+        );
+        if initialized {
+            let note = Outgoing::of(
+                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+            )
+            .expect("a valid message");
+            self.exchange(&note).await?;
+            self.clone().open_get_stream();
+        }
+        Ok(())
+    }
+
+    /// Why a non-2xx answer refused `msg`, in words; a JSON-RPC error in the body is
+    /// passed on as the answer itself when it answers the request.
+    async fn refusal(&self, msg: &Outgoing, resp: Response<Incoming>) -> String {
+        let status = resp.status();
+        let challenge = resp
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = read_body(resp.into_body(), 64 * 1024)
+            .await
+            .unwrap_or_default();
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
+            && v.get("jsonrpc").is_some()
+            && let Some(e) = v.get("error")
+        {
+            let message = e.get("message").and_then(|m| m.as_str()).unwrap_or("");
+            let code = e.get("code").and_then(|c| c.as_i64()).unwrap_or(0);
+            if msg.is_request() && v.get("id").map(|i| i.to_string()) == msg.id {
+                // The server's own JSON-RPC error: the supervisor reads its code.
+                self.emit(v.to_string());
+            }
+            return format!("{message} ({code}; HTTP {})", status.as_u16());
+        }
+        match status.as_u16() {
+            401 => format!(
+                "401 Unauthorized from {}: the server needs credentials{}",
+                self.url,
+                challenge.map_or_else(String::new, |c| format!(" ({c})"))
+            ),
+            403 => format!(
+                "403 Forbidden from {}: the credentials do not allow this",
+                self.url
+            ),
+            404 => format!(
+                "404 Not Found: no MCP endpoint at {} (check the url's path)",
+                self.url
+            ),
+            s => format!("HTTP {s} from {}: {}", self.url, quote(&body)),
+        }
+    }
+}
+
+fn is_sse(resp: &Response<Incoming>) -> bool {
+    resp.headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.trim_start().starts_with("text/event-stream"))
+}
+
+async fn read_body(mut body: Incoming, limit: usize) -> Result<Vec<u8>, Failure> {
+    let mut out = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            Failure::Answer(format!("the answer broke off: {}", http::describe(&e)))
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if out.len() + data.len() > limit {
+                return Err(Failure::Answer(format!(
+                    "the server's answer is over {limit} bytes"
+                )));
+            }
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(out)
+}
+
+/// Whether message `data` is the response to request `id`.
+fn answers(data: &str, id: &str) -> bool {
+    #[derive(Deserialize)]
+    struct M<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+        #[serde(default)]
+        method: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_str::<M<'_>>(data)
+        .is_ok_and(|m| m.method.is_none() && m.id.is_some_and(|i| i.get() == id))
+}
+
+/// The `requestId` a `notifications/cancelled` names, as raw JSON.
+fn cancelled_id(body: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct N<'a> {
+        #[serde(borrow)]
+        params: P<'a>,
+    }
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(rename = "requestId", borrow)]
+        request_id: &'a RawValue,
+    }
+    serde_json::from_slice::<N<'_>>(body)
+        .ok()
+        .map(|n| n.params.request_id.get().to_owned())
+}
+
+/// A message on one line: a newline in JSON text is whitespace.
+fn single_line(mut data: String) -> String {
+    if memchr::memchr2(b'\n', b'\r', data.as_bytes()).is_some() {
+        data = data.replace(['\n', '\r'], " ");
+    }
+    data
+}
+
+/// The start of a body, for an error message.
+fn quote(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(QUOTED)]);
+    let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if body.len() > QUOTED {
+        format!("{text:?}…")
+    } else {
+        format!("{text:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_values_of_2026_requests() {
+        assert_eq!(header_text("tools/call").unwrap(), "tools/call");
+        assert_eq!(header_text("für").unwrap(), "=?base64?ZsO8cg==?=");
+        assert_eq!(base64(b"hi"), "aGk=");
+        assert_eq!(base64(b"abc"), "YWJj");
+    }
+
+    #[test]
+    fn what_an_outgoing_message_is() {
+        let m = Outgoing::of(
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"t","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}"#
+                .into(),
+        )
+        .unwrap();
+        assert!(m.is_request());
+        assert_eq!(m.id.as_deref(), Some("3"));
+        assert_eq!(m.modern, Some(("2026-07-28".into(), Some("t".into()))));
+        let n = Outgoing::of(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into())
+            .unwrap();
+        assert!(!n.is_request() && n.modern.is_none());
+        assert!(answers(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#, "3"));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":3,"method":"x"}"#, "3"));
+        assert_eq!(
+            cancelled_id(br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}"#)
+                .as_deref(),
+            Some("\"a\"")
+        );
+    }
+}
