@@ -71,13 +71,12 @@ const EXAMPLES: &str = r#"
 # env = { DEBUG = "1" }          # merged over Corral's own environment
 # cwd = "."                      # working directory, relative to this file
 
-# A remote server over Streamable HTTP (validated; not run by this version yet).
+# A remote server over Streamable HTTP (MCP 2026-07-28 or a 2025 session).
 # [servers.search]
 # url = "http://127.0.0.1:9000/mcp"
 # headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }   # values are redacted in logs
 
-# A dev process: its output kept and scanned for errors
-# (validated; not run by this version yet).
+# A dev process: its output kept and scanned for errors.
 # [processes.web]
 # command = "npm run dev"        # run with `sh -c`; or a program and its arguments:
 #                                # command = ["cargo", "watch", "-x", "run"]

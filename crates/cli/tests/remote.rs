@@ -1,0 +1,263 @@
+//! Remote (url) MCP servers through Corral: real servers built with the TypeScript SDK 2.x
+//! over Streamable HTTP (`tests/peers/ts_http_server.mjs`: MCP 2026-07-28 only, stateless
+//! with a 2025 fallback, and 2025 sessions), on loopback ports the OS picks. A remote
+//! server is carried by `corral __remote` and supervised like a stdio one: the same
+//! handshake and probe, calls, deadlines, restarts with backoff and failures in words.
+
+mod common;
+use common::*;
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, Command, Stdio};
+
+/// A TypeScript SDK server over HTTP, killed when dropped.
+struct Remote {
+    child: Child,
+    url: String,
+}
+
+impl Remote {
+    fn start(mode: &str) -> Remote {
+        Self::start_on(mode, 0)
+    }
+
+    /// On `port` (0: any free one).
+    fn start_on(mode: &str, port: u16) -> Remote {
+        let ts = peers().join("ts-server");
+        assert!(
+            ts.join("node_modules/@modelcontextprotocol/server")
+                .exists(),
+            "the TypeScript server SDK is not installed: run ./scripts/install-peers.sh"
+        );
+        let mut child = Command::new("node")
+            .arg(repo().join("crates/cli/tests/peers/ts_http_server.mjs"))
+            .arg(&ts)
+            .arg(mode)
+            .args(["--port", &port.to_string()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("run node");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let v: Value = serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("ts_http_server {mode}: {e}: {line:?}"));
+        Remote {
+            child,
+            url: v["url"].as_str().unwrap().to_owned(),
+        }
+    }
+
+    fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.split('/').next())
+            .and_then(|p| p.parse().ok())
+            .unwrap()
+    }
+
+    /// A plain HTTP POST to `path` on the server (its control endpoints).
+    fn post(&self, path: &str) -> String {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port())).unwrap();
+        write!(
+            s,
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out
+    }
+}
+
+impl Drop for Remote {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn ps_row(p: &Project, name: &str) -> Value {
+    let r = p.run(&["ps", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
+    v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no server {name} in {v}"))
+}
+
+fn call(p: &Project, server: &str, tool: &str, args: &str) -> Run {
+    p.run(&["call", server, tool, args])
+}
+
+#[test]
+fn remote_servers_of_each_kind_serve_agents_through_corral() {
+    let (modern, stateless, session) = (
+        Remote::start("modern"),
+        Remote::start("stateless"),
+        Remote::start("session"),
+    );
+    let p = Project::new(&format!(
+        "[servers.modern]\nurl = \"{}\"\n[servers.stateless]\nurl = \"{}\"\n[servers.session]\nurl = \"{}\"\n",
+        modern.url, stateless.url, session.url
+    ));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    for server in ["modern", "stateless", "session"] {
+        let r = call(&p, server, "shout", r#"{"text": "hi"}"#);
+        assert_eq!(r.code(), 0, "{server}: {r:?}");
+        assert_eq!(r.stdout().trim(), "HI", "{server}");
+    }
+    // Probed and spoken to in the revision each offers.
+    for (server, version, era) in [
+        ("modern", "2026-07-28", "modern"),
+        ("stateless", "2026-07-28", "modern"),
+        ("session", "2025-11-25", "legacy"),
+    ] {
+        let row = ps_row(&p, server);
+        assert_eq!(row["state"], "ready", "{row}");
+        assert_eq!(row["protocol_version"], version, "{row}");
+        assert_eq!(row["era"], era, "{row}");
+    }
+
+    // An agent sees their tools side by side, namespaced, and calls them; a progress
+    // token comes back as the agent's own.
+    let mut agent = mcp::McpClient::bridge(&p);
+    let names = agent.tool_names();
+    for n in ["modern__shout", "stateless__count", "session__slow"] {
+        assert!(names.iter().any(|t| t == n), "{n} in {names:?}");
+    }
+    let result = agent.call("session__shout", json!({"text": "abc"}));
+    assert_eq!(mcp::text(&result), "ABC", "{result}");
+    let id = agent.send_request(
+        "tools/call",
+        json!({"name": "session__slow", "arguments": {"ms": 50}, "_meta": {"progressToken": "p1"}}),
+    );
+    let r = agent.response(id);
+    assert_eq!(mcp::text(&r["result"]), "slept 50", "{r}");
+    assert!(
+        agent.other.iter().any(
+            |m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p1"
+        ),
+        "{:?}",
+        agent.other
+    );
+    agent.close();
+}
+
+#[test]
+fn an_expired_session_is_begun_again_and_the_call_goes_through() {
+    let session = Remote::start("session");
+    let p = Project::new(&format!("[servers.s]\nurl = \"{}\"\n", session.url));
+    let _down = Down(&p);
+    let r = p.run(&["up", "-d"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert_eq!(
+        call(&p, "s", "shout", r#"{"text": "a"}"#).stdout().trim(),
+        "A"
+    );
+    assert!(session.post("/expire").contains("expired"));
+    // The next call meets a 404 on its session id: a new session begins and the call is
+    // sent again, unseen by the agent; the server was not restarted.
+    let r = call(&p, "s", "shout", r#"{"text": "b"}"#);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert_eq!(r.stdout().trim(), "B");
+    let row = ps_row(&p, "s");
+    assert_eq!(row["restarts"], 0, "{row}");
+    let log = std::fs::read_to_string(p.dir.join(".corral/logs/s.log")).unwrap();
+    assert!(
+        log.contains("the session expired; a new one began"),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_remote_server_that_goes_away_and_comes_back_serves_the_next_call() {
+    let first = Remote::start("session");
+    let port = first.port();
+    let p = Project::new(&format!(
+        "[defaults]\nrestart = \"always\"\n[servers.s]\nurl = \"{}\"\n",
+        first.url
+    ));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    assert_eq!(
+        call(&p, "s", "shout", r#"{"text": "a"}"#).stdout().trim(),
+        "A"
+    );
+    drop(first);
+    // Gone: a call fails saying why (not a hang), and Corral reconnects with backoff.
+    let r = call(&p, "s", "shout", r#"{"text": "b"}"#);
+    assert_ne!(r.code(), 0, "{r:?}");
+    let said = format!("{}{}", r.stdout(), r.stderr());
+    assert!(
+        said.contains("connection refused")
+            || said.contains("not ready")
+            || said.contains("exited"),
+        "{said}"
+    );
+    let _again = Remote::start_on("session", port);
+    wait_until("the remote server to be ready again", || {
+        call(&p, "s", "shout", r#"{"text": "c"}"#).stdout().trim() == "C"
+    });
+}
+
+#[test]
+fn unreachable_and_non_mcp_urls_fail_with_the_cause() {
+    let session = Remote::start("session");
+    let html = session.url.replace("/mcp", "/other");
+    let p = Project::new(&format!(
+        "[servers.gone]\nurl = \"http://{}/mcp\"\n[servers.html]\nurl = \"{html}\"\n[servers.ok]\nurl = \"{}\"\n",
+        closed_addr(),
+        session.url
+    ));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("both failures to be recorded", || {
+        let gone = ps_row(&p, "gone");
+        let html = ps_row(&p, "html");
+        gone["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("connection refused") && e.contains("cannot reach"))
+            && html["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("404 Not Found") && e.contains("/other"))
+    });
+    // The good one is untouched by its neighbours.
+    assert_eq!(
+        call(&p, "ok", "shout", r#"{"text": "x"}"#).stdout().trim(),
+        "X"
+    );
+    // An agent's call to a server that is down is told why at once.
+    let r = call(&p, "gone", "shout", r#"{"text": "x"}"#);
+    assert_ne!(r.code(), 0);
+    assert!(r.stderr().contains("connection refused"), "{r:?}");
+}
+
+#[test]
+fn a_remote_call_that_hangs_times_out_and_the_server_goes_on() {
+    let session = Remote::start("session");
+    let p = Project::new(&format!(
+        "[servers.s]\nurl = \"{}\"\ncall_timeout = \"1s\"\n",
+        session.url
+    ));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let r = call(&p, "s", "slow", r#"{"ms": 20000}"#);
+    assert_ne!(r.code(), 0, "{r:?}");
+    assert!(
+        r.stderr().contains("1s") || r.stderr().contains("timed out"),
+        "{r:?}"
+    );
+    assert_eq!(
+        call(&p, "s", "shout", r#"{"text": "y"}"#).stdout().trim(),
+        "Y"
+    );
+}
