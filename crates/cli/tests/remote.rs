@@ -29,21 +29,41 @@ impl Remote {
                 .exists(),
             "the TypeScript server SDK is not installed: run ./scripts/install-peers.sh"
         );
-        let mut child = Command::new("node")
-            .arg(repo().join("crates/cli/tests/peers/ts_http_server.mjs"))
+        let mut cmd = Command::new("node");
+        cmd.arg(repo().join("crates/cli/tests/peers/ts_http_server.mjs"))
             .arg(&ts)
             .arg(mode)
-            .args(["--port", &port.to_string()])
+            .args(["--port", &port.to_string()]);
+        Self::spawn(cmd)
+    }
+
+    /// A Python SDK server (`tests/peers/py_http_server.py`): `sse`, `streamable` or
+    /// `stateless`.
+    fn python(mode: &str) -> Remote {
+        let python = peers().join("venv/bin/python");
+        assert!(
+            python.exists(),
+            "the Python SDK is not installed: run ./scripts/install-peers.sh"
+        );
+        let mut cmd = Command::new(python);
+        cmd.arg(repo().join("tests/peers/py_http_server.py"))
+            .arg(mode);
+        Self::spawn(cmd)
+    }
+
+    /// Runs `cmd`, which prints `{"url": …}` first.
+    fn spawn(mut cmd: Command) -> Remote {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("run node");
+            .expect("run the peer server");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap())
             .read_line(&mut line)
             .unwrap();
-        let v: Value = serde_json::from_str(&line)
-            .unwrap_or_else(|e| panic!("ts_http_server {mode}: {e}: {line:?}"));
+        let v: Value =
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("{cmd:?}: {e}: {line:?}"));
         Remote {
             child,
             url: v["url"].as_str().unwrap().to_owned(),
@@ -260,4 +280,36 @@ fn a_remote_call_that_hangs_times_out_and_the_server_goes_on() {
         call(&p, "s", "shout", r#"{"text": "y"}"#).stdout().trim(),
         "Y"
     );
+}
+
+#[test]
+fn python_sdk_servers_over_sse_and_streamable_http_serve_through_corral() {
+    let (sse, streamable, stateless) = (
+        Remote::python("sse"),
+        Remote::python("streamable"),
+        Remote::python("stateless"),
+    );
+    let p = Project::new(&format!(
+        "[servers.sse]\nurl = \"{}\"\n[servers.forced]\nurl = \"{}\"\ntransport = \"sse\"\n\
+         [servers.http_only]\nurl = \"{}\"\ntransport = \"http\"\n\
+         [servers.streamable]\nurl = \"{}\"\n[servers.stateless]\nurl = \"{}\"\n",
+        sse.url, sse.url, sse.url, streamable.url, stateless.url
+    ));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    // The SSE server is found by the specification's fallback (its POST gets 405, a GET
+    // opens the stream with the endpoint), or named outright.
+    for server in ["sse", "forced", "streamable", "stateless"] {
+        let r = call(&p, server, "greet", r#"{"name": "ada"}"#);
+        assert_eq!(r.code(), 0, "{server}: {r:?}");
+        assert_eq!(r.stdout().trim(), "Hello, ada!", "{server}");
+    }
+    let r = call(&p, "sse", "multiply", r#"{"a": 6, "b": 7}"#);
+    assert_eq!(r.stdout().trim(), "42", "{r:?}");
+    // Streamable HTTP only: no fallback, and the refusal says what answered.
+    wait_until("http_only to fail naming the 405", || {
+        ps_row(&p, "http_only")["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("405"))
+    });
 }

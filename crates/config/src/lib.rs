@@ -86,8 +86,8 @@ pub use error::{ConfigError, Problem};
 pub use model::{
     Config, CrashLoop, DEFAULT_OUTPUT_RING, DEFAULT_READY_TIMEOUT, Format, GatewayConfig, HttpAuth,
     Listen, LogPattern, MAX_OUTPUT_RING, MIN_OUTPUT_RING, ProcessCommand, ProcessConfig,
-    ProxyConfig, Readiness, ReadyCheck, RestartPolicy, ServerConfig, ToolFilter, ToolPrefix,
-    Transport,
+    ProxyConfig, Readiness, ReadyCheck, RemoteTransport, RestartPolicy, ServerConfig, ToolFilter,
+    ToolPrefix, Transport,
 };
 pub use suggest::closest;
 pub use template::{InitTemplate, init_template};

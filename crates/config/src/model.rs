@@ -180,11 +180,36 @@ pub enum Transport {
         /// Absolute; defaults to the project root.
         cwd: PathBuf,
     },
-    /// A remote server speaking Streamable HTTP.
+    /// A remote server speaking Streamable HTTP (or the older HTTP+SSE transport).
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// Which HTTP transport (`transport` in corral.toml, `type` in JSON configs).
+        transport: RemoteTransport,
     },
+}
+
+/// Which HTTP transport a remote server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RemoteTransport {
+    /// Streamable HTTP, falling back to HTTP+SSE as the specification says.
+    #[default]
+    Auto,
+    /// Streamable HTTP only.
+    StreamableHttp,
+    /// The 2024-11-05 HTTP+SSE transport only.
+    Sse,
+}
+
+impl RemoteTransport {
+    /// The spelling used in corral.toml.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RemoteTransport::Auto => "auto",
+            RemoteTransport::StreamableHttp => "http",
+            RemoteTransport::Sse => "sse",
+        }
+    }
 }
 
 /// When an exited server is started again (with backoff and the crash-loop breaker).

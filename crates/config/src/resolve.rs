@@ -193,7 +193,11 @@ impl Resolver<'_> {
                     cwd: cwd?,
                 }
             }
-            RawTransport::Http { url, headers } => {
+            RawTransport::Http {
+                url,
+                headers,
+                transport,
+            } => {
                 let url = self.url(url, &["http://", "https://"], "http://127.0.0.1:9000/mcp");
                 let mut values = BTreeMap::new();
                 for (name, text) in headers {
@@ -209,6 +213,7 @@ impl Resolver<'_> {
                 Transport::Http {
                     url: url?,
                     headers: values,
+                    transport: *transport,
                 }
             }
         };

@@ -75,6 +75,7 @@ const EXAMPLES: &str = r#"
 # [servers.search]
 # url = "http://127.0.0.1:9000/mcp"
 # headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }   # values are redacted in logs
+# transport = "auto"             # or "http" (Streamable HTTP only), "sse" (HTTP+SSE only)
 
 # A dev process: its output kept and scanned for errors.
 # [processes.web]
@@ -204,10 +205,17 @@ fn render_server(out: &mut String, server: &RawServer, root: &Path) {
                 out.push_str(&format!("cwd = {}\n", text(cwd)));
             }
         }
-        RawTransport::Http { url, headers } => {
+        RawTransport::Http {
+            url,
+            headers,
+            transport,
+        } => {
             out.push_str(&format!("url = {}\n", text(url)));
             if !headers.is_empty() {
                 out.push_str(&format!("headers = {}\n", map(headers)));
+            }
+            if *transport != crate::RemoteTransport::Auto {
+                out.push_str(&format!("transport = {:?}\n", transport.as_str()));
             }
         }
     }

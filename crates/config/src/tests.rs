@@ -486,8 +486,38 @@ fn vscode_format_with_inputs_and_workspace_folder() {
     assert_eq!(cwd, Path::new("/proj/sub"));
     assert!(matches!(
         &config.server("web").unwrap().transport,
-        Transport::Http { url, .. } if url == "http://127.0.0.1:1/sse"
+        Transport::Http { url, transport: RemoteTransport::Sse, .. } if url == "http://127.0.0.1:1/sse"
     ));
+}
+
+#[test]
+fn a_remote_servers_transport_is_read_checked_and_kept_to_remote_servers() {
+    let transport = |toml: &str| match load_str(Path::new("/p/corral.toml"), toml, &env) {
+        Ok(c) => match &c.server("r").unwrap().transport {
+            Transport::Http { transport, .. } => Ok(*transport),
+            Transport::Stdio { .. } => panic!("stdio"),
+        },
+        Err(ConfigError::Invalid { problems, .. }) => Err(problems[0].clone()),
+        Err(e) => panic!("{e}"),
+    };
+    let url = "[servers.r]\nurl = \"http://127.0.0.1:1/mcp\"\n";
+    assert_eq!(transport(url), Ok(RemoteTransport::Auto));
+    assert_eq!(
+        transport(&format!("{url}transport = \"sse\"\n")),
+        Ok(RemoteTransport::Sse)
+    );
+    assert_eq!(
+        transport(&format!("{url}transport = \"http\"\n")),
+        Ok(RemoteTransport::StreamableHttp)
+    );
+    let p = transport(&format!("{url}transport = \"websocket\"\n")).unwrap_err();
+    assert_eq!(p.key, "servers.r.transport");
+    assert!(
+        p.message.contains("auto, http, streamable-http, sse"),
+        "{p:?}"
+    );
+    let p = problem("[servers.s]\ncommand = \"a\"\ntransport = \"sse\"\n");
+    assert!(p.message.contains("only to remote servers"), "{p:?}");
 }
 
 #[test]

@@ -47,6 +47,10 @@ pub const ENV_URL: &str = "CORRAL_REMOTE_URL";
 pub const ENV_HEADERS: &str = "CORRAL_REMOTE_HEADERS";
 /// The server's name, for messages.
 pub const ENV_NAME: &str = "CORRAL_REMOTE_NAME";
+/// `http` (Streamable HTTP only), `sse` (the 2024-11-05 HTTP+SSE transport only), or
+/// unset: Streamable HTTP, falling back to HTTP+SSE as the specification says (a 404 or
+/// 405 to the first POST, then a GET that opens an event stream with an `endpoint`).
+pub const ENV_TRANSPORT: &str = "CORRAL_REMOTE_TRANSPORT";
 
 /// The largest message accepted either way (the supervisor's limit).
 const MAX_MESSAGE: usize = 64 * 1024 * 1024;
@@ -62,6 +66,16 @@ pub struct Config {
     pub name: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
+    pub transport: Transport,
+}
+
+/// Which HTTP transport the server speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Streamable HTTP, else HTTP+SSE.
+    Auto,
+    Streamable,
+    Sse,
 }
 
 impl Config {
@@ -77,7 +91,22 @@ impl Config {
             }
             _ => Vec::new(),
         };
-        Ok(Config { name, url, headers })
+        let transport = match std::env::var(ENV_TRANSPORT).as_deref() {
+            Err(_) | Ok("" | "auto") => Transport::Auto,
+            Ok("http" | "streamable-http") => Transport::Streamable,
+            Ok("sse") => Transport::Sse,
+            Ok(other) => {
+                return Err(format!(
+                    "{ENV_TRANSPORT}={other:?} is not one of auto, http, sse"
+                ));
+            }
+        };
+        Ok(Config {
+            name,
+            url,
+            headers,
+            transport,
+        })
     }
 }
 
@@ -313,14 +342,25 @@ struct Bridge {
     renew: tokio::sync::Mutex<()>,
     /// Requests in flight by raw id: a 2026 request is cancelled by ending its HTTP
     /// exchange.
-    inflight: Mutex<HashMap<String, AbortHandle>>,
+    inflight: Mutex<HashMap<String, (AbortHandle, bool)>>,
     out: Mutex<Option<mpsc::UnboundedSender<String>>>,
     fatal: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    /// How the server is spoken to: [`MODE_UNKNOWN`] until its first answer decides.
+    mode: std::sync::atomic::AtomicU8,
+    /// HTTP+SSE: where messages are POSTed (the stream's `endpoint`); one opening at a
+    /// time.
+    endpoint: Mutex<Option<Uri>>,
+    opening: tokio::sync::Mutex<()>,
     /// The server answered once: losing it now ends this process (the supervisor
     /// reconnects with backoff); before, each request is answered with the reason, so
     /// the handshake fails saying why.
     reached: std::sync::atomic::AtomicBool,
 }
+
+const MODE_UNKNOWN: u8 = 0;
+const MODE_STREAMABLE: u8 = 1;
+/// The 2024-11-05 HTTP+SSE transport.
+const MODE_LEGACY: u8 = 2;
 
 /// How an exchange failed.
 enum Failure {
@@ -330,6 +370,9 @@ enum Failure {
     Unreachable(String),
     /// The session expired (404 on `Mcp-Session-Id`).
     Expired,
+    /// The first POST was refused with 404 or 405 (why, in words): maybe a server of the
+    /// HTTP+SSE transport.
+    NotStreamable(String),
 }
 
 impl Bridge {
@@ -358,6 +401,13 @@ impl Bridge {
             out: Mutex::new(None),
             fatal: Mutex::new(None),
             reached: std::sync::atomic::AtomicBool::new(false),
+            mode: std::sync::atomic::AtomicU8::new(match cfg.transport {
+                Transport::Auto => MODE_UNKNOWN,
+                Transport::Streamable => MODE_STREAMABLE,
+                Transport::Sse => MODE_LEGACY,
+            }),
+            endpoint: Mutex::new(None),
+            opening: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -390,12 +440,12 @@ impl Bridge {
                 self.session.lock().unwrap().initialized = true;
             }
             Some("notifications/cancelled") => {
-                // A 2026 request is cancelled by ending its exchange; a 2025 one is told.
+                // A 2026 request is cancelled by ending its exchange; a 2025 one is told
+                // (and its answer is no longer awaited).
                 if let Some(target) = cancelled_id(&msg.body)
-                    && let Some(task) = self.inflight.lock().unwrap().remove(&target)
+                    && let Some((task, modern)) = self.inflight.lock().unwrap().remove(&target)
                 {
                     task.abort();
-                    let modern = self.session.lock().unwrap().id.is_none();
                     if modern {
                         return;
                     }
@@ -404,6 +454,7 @@ impl Bridge {
             _ => {}
         }
         let id = msg.id.clone().filter(|_| msg.is_request());
+        let modern = msg.modern.is_some();
         let me = self.clone();
         let task = tokio::spawn(async move {
             let id = msg.id.clone().filter(|_| msg.is_request());
@@ -416,14 +467,32 @@ impl Bridge {
             self.inflight
                 .lock()
                 .unwrap()
-                .insert(id, task.abort_handle());
+                .insert(id, (task.abort_handle(), modern));
         }
     }
 
     /// One message's exchange, answered to the supervisor however it ends.
     async fn carry(self: Arc<Self>, msg: Outgoing) {
         let generation = self.session.lock().unwrap().generation;
-        let mut result = self.exchange(&msg).await;
+        let mut result = if self.mode() == MODE_LEGACY {
+            match self.open_legacy().await {
+                Ok(()) => self.legacy_exchange(&msg).await,
+                Err(f) => Err(f),
+            }
+        } else {
+            self.exchange(&msg).await
+        };
+        if let Err(Failure::NotStreamable(post)) = result {
+            result = match self.open_legacy().await {
+                Ok(()) => self.legacy_exchange(&msg).await,
+                Err(Failure::Answer(get)) => Err(Failure::Answer(format!(
+                    "neither MCP transport answers at {}: a POST got {post}, and a GET for \
+                     the older HTTP+SSE transport {get}",
+                    self.url
+                ))),
+                Err(f) => Err(f),
+            };
+        }
         if matches!(result, Err(Failure::Expired)) {
             // Once: a session that expires again at once is not coming back.
             result = match self.renew(generation).await {
@@ -444,6 +513,7 @@ impl Bridge {
                  one began"
                     .to_owned()
             }
+            Err(Failure::NotStreamable(why)) => why,
             Err(Failure::Unreachable(why)) => {
                 self.answer_error(&msg, &why);
                 if self.reached.load(std::sync::atomic::Ordering::Acquire) {
@@ -510,6 +580,14 @@ impl Bridge {
         let status = resp.status();
         if status == StatusCode::NOT_FOUND && session.is_some() && msg.modern.is_none() {
             return Err(Failure::Expired);
+        }
+        if self.mode() == MODE_UNKNOWN {
+            if matches!(status.as_u16(), 404 | 405) {
+                let why = self.refusal(msg, resp).await;
+                return Err(Failure::NotStreamable(why));
+            }
+            self.mode
+                .store(MODE_STREAMABLE, std::sync::atomic::Ordering::Release);
         }
         if msg.method.as_deref() == Some("initialize") && status.is_success() {
             let mut s = self.session.lock().unwrap();
@@ -814,6 +892,130 @@ impl Bridge {
         Ok(())
     }
 
+    fn mode(&self) -> u8 {
+        self.mode.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The HTTP+SSE transport (2024-11-05): a GET on the URL opens the event stream, whose
+    /// first event names the endpoint messages are POSTed to; every answer comes on the
+    /// stream. Opened once; the stream's end is the session's end (this process exits:
+    /// the supervisor reconnects).
+    async fn open_legacy(self: &Arc<Self>) -> Result<(), Failure> {
+        let _one = self.opening.lock().await;
+        if self.endpoint.lock().unwrap().is_some() {
+            return Ok(());
+        }
+        let resp = self.get(None).await?;
+        let status = resp.status();
+        if !status.is_success() || !is_sse(&resp) {
+            return Err(Failure::Answer(format!(
+                "answered {}{}",
+                status.as_u16(),
+                if status.is_success() {
+                    " without an event stream"
+                } else {
+                    ""
+                }
+            )));
+        }
+        let mut parser = sse::Parser::new(MAX_MESSAGE);
+        let mut body = resp.into_body();
+        let mut events = Vec::new();
+        let first = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match body.frame().await {
+                    Some(Ok(f)) => {
+                        if let Ok(data) = f.into_data() {
+                            parser.feed(&data, &mut events).map_err(|_| {
+                                Failure::Answer("sent an event over the size limit".into())
+                            })?;
+                        }
+                        if let Some(i) = events.iter().position(|e| e.event == "endpoint") {
+                            let endpoint = events.remove(i).data;
+                            return Ok(endpoint);
+                        }
+                    }
+                    _ => {
+                        return Err(Failure::Answer(
+                            "opened an event stream that ended before its `endpoint` event".into(),
+                        ));
+                    }
+                }
+            }
+        })
+        .await
+        .map_err(|_| {
+            Failure::Answer(
+                "opened an event stream but sent no `endpoint` event within 10 s".into(),
+            )
+        })??;
+        let endpoint = resolve_endpoint(&self.url, &first).map_err(Failure::Answer)?;
+        *self.endpoint.lock().unwrap() = Some(endpoint);
+        self.mode
+            .store(MODE_LEGACY, std::sync::atomic::Ordering::Release);
+        // Whatever came with the endpoint, then the rest of the stream.
+        for e in events.drain(..) {
+            if e.event == "message" && !e.data.trim().is_empty() {
+                self.emit(single_line(e.data));
+            }
+        }
+        let me = self.clone();
+        tokio::spawn(async move {
+            loop {
+                match body.frame().await {
+                    Some(Ok(f)) => {
+                        if let Ok(data) = f.into_data()
+                            && parser.feed(&data, &mut events).is_err()
+                        {
+                            return me.die("the server sent an event over the size limit".into());
+                        }
+                        for e in events.drain(..) {
+                            if e.event == "message" && !e.data.trim().is_empty() {
+                                me.emit(single_line(e.data));
+                            }
+                        }
+                    }
+                    Some(Err(e)) => {
+                        return me.die(format!(
+                            "the server's event stream (HTTP+SSE) broke: {}",
+                            http::describe(&e)
+                        ));
+                    }
+                    None => {
+                        return me.die(
+                            "the server closed its event stream (HTTP+SSE), which ends the \
+                             session"
+                                .into(),
+                        );
+                    }
+                }
+            }
+        });
+        Ok(())
+    }
+
+    /// One message POSTed to the HTTP+SSE endpoint; its answer comes on the stream.
+    async fn legacy_exchange(&self, msg: &Outgoing) -> Result<(), Failure> {
+        let Some(endpoint) = self.endpoint.lock().unwrap().clone() else {
+            return Err(Failure::Answer("the HTTP+SSE stream is not open".into()));
+        };
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(endpoint)
+            .header("content-type", "application/json")
+            .body(Full::new(msg.body.clone()))
+            .expect("valid parts");
+        for (k, v) in &self.headers {
+            req.headers_mut().append(k, v.clone());
+        }
+        let resp = self.send(req).await?;
+        if !resp.status().is_success() {
+            return Err(Failure::Answer(self.refusal(msg, resp).await));
+        }
+        let _ = read_body(resp.into_body(), 64 * 1024).await;
+        Ok(())
+    }
+
     /// Why a non-2xx answer refused `msg`, in words; a JSON-RPC error in the body is
     /// passed on as the answer itself when it answers the request.
     async fn refusal(&self, msg: &Outgoing, resp: Response<Incoming>) -> String {
@@ -855,6 +1057,37 @@ impl Bridge {
             s => format!("HTTP {s} from {}: {}", self.url, quote(&body)),
         }
     }
+}
+
+/// The HTTP+SSE `endpoint` event's URI, resolved against the server's URL; one on
+/// another origin is refused (the configured headers, credentials among them, must not
+/// go there).
+fn resolve_endpoint(base: &Uri, data: &str) -> Result<Uri, String> {
+    let data = data.trim();
+    let uri: Uri = if data.starts_with("http://") || data.starts_with("https://") {
+        data.parse()
+            .map_err(|e| format!("its `endpoint` event is not a URL ({data:?}: {e})"))?
+    } else {
+        let path = if data.starts_with('/') {
+            data.to_owned()
+        } else {
+            let dir = base.path().rsplit_once('/').map_or("", |(d, _)| d);
+            format!("{dir}/{data}")
+        };
+        let mut parts = base.clone().into_parts();
+        parts.path_and_query = Some(
+            path.parse()
+                .map_err(|e| format!("its `endpoint` event is not a path ({data:?}: {e})"))?,
+        );
+        Uri::from_parts(parts).map_err(|e| format!("its `endpoint` event ({data:?}): {e}"))?
+    };
+    if uri.scheme() != base.scheme() || uri.authority() != base.authority() {
+        return Err(format!(
+            "its `endpoint` event names another origin ({uri}); refused, so that the \
+             configured headers are not sent there"
+        ));
+    }
+    Ok(uri)
 }
 
 fn is_sse(resp: &Response<Incoming>) -> bool {
@@ -934,6 +1167,31 @@ fn quote(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_sse_endpoint_resolves_on_the_same_origin_only() {
+        let base: Uri = "http://127.0.0.1:8/a/sse".parse().unwrap();
+        let r = |d: &str| resolve_endpoint(&base, d).map(|u| u.to_string());
+        assert_eq!(
+            r("/messages/?s=1").unwrap(),
+            "http://127.0.0.1:8/messages/?s=1"
+        );
+        assert_eq!(
+            r("messages?s=1").unwrap(),
+            "http://127.0.0.1:8/a/messages?s=1"
+        );
+        assert_eq!(r("http://127.0.0.1:8/m").unwrap(), "http://127.0.0.1:8/m");
+        assert!(
+            r("http://evil.example/m")
+                .unwrap_err()
+                .contains("another origin")
+        );
+        assert!(
+            r("https://127.0.0.1:8/m")
+                .unwrap_err()
+                .contains("another origin")
+        );
+    }
 
     #[test]
     fn header_values_of_2026_requests() {

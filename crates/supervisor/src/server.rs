@@ -273,7 +273,11 @@ impl Role for Shared {
             // A remote server's traffic is carried by `corral __remote`, a child like any
             // other (see `corral_remote`); what it needs comes in its environment, which
             // other users cannot read (a header may hold a secret; argv is public).
-            Transport::Http { url, headers } => {
+            Transport::Http {
+                url,
+                headers,
+                transport,
+            } => {
                 let Some(program) = self.remote_program.as_deref().and_then(|p| p.to_str()) else {
                     return Err(SpawnFailure::Permanent(
                         "remote (url) servers run only under the corral binary".into(),
@@ -286,6 +290,10 @@ impl Role for Shared {
                         serde_json::to_string(headers).expect("strings serialize"),
                     ),
                     ("CORRAL_REMOTE_NAME".to_owned(), self.unit.name.clone()),
+                    (
+                        "CORRAL_REMOTE_TRANSPORT".to_owned(),
+                        transport.as_str().to_owned(),
+                    ),
                 ]);
                 let spec = SpawnSpec {
                     command: program,

@@ -21,7 +21,7 @@ use crate::expand::Segment;
 use crate::model::{
     DEFAULT_OUTPUT_RING, DEFAULT_PROXY_LISTEN, DEFAULT_READY_TIMEOUT, DEFAULT_TRAFFIC_RING,
     GatewayConfig, HttpAuth, MAX_OUTPUT_RING, MIN_OUTPUT_RING, Readiness, ReadyCheck,
-    RestartPolicy, ToolFilter, ToolPrefix,
+    RemoteTransport, RestartPolicy, ToolFilter, ToolPrefix,
 };
 use crate::suggest::closest;
 use crate::tree::{Entry, Node, Pos, Value};
@@ -81,6 +81,7 @@ pub(crate) enum RawTransport {
     Http {
         url: Text,
         headers: Vec<(String, Text)>,
+        transport: RemoteTransport,
     },
 }
 
@@ -147,7 +148,22 @@ const POLICY_KEYS: &[&str] = &[
     "crash_loop_window",
 ];
 /// Keys that describe one particular server, so `[defaults]` cannot hold them.
-const TRANSPORT_KEYS: &[&str] = &["command", "args", "env", "cwd", "url", "headers"];
+const TRANSPORT_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "transport",
+];
+/// corral.toml's `transport` of a remote server.
+const REMOTE_TRANSPORT_CHOICES: &[(&str, RemoteTransport)] = &[
+    ("auto", RemoteTransport::Auto),
+    ("http", RemoteTransport::StreamableHttp),
+    ("streamable-http", RemoteTransport::StreamableHttp),
+    ("sse", RemoteTransport::Sse),
+];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 const PROCESS_KEYS: &[&str] = &[
     "command",
@@ -507,6 +523,18 @@ impl Reader {
         let env = field("env").map(|(n, k)| self.text_map(n, &k, env_name_problem));
         let cwd = field("cwd").and_then(|(n, k)| self.text(n, &k));
         let headers = field("headers").map(|(n, k)| self.text_map(n, &k, header_name_problem));
+        // corral.toml's `transport`, or what a JSON config's `type` says of it.
+        let remote_transport = if toml {
+            field("transport").and_then(|(n, k)| self.choice(n, &k, REMOTE_TRANSPORT_CHOICES))
+        } else {
+            match node.get("type").map(|e| &e.node.value) {
+                Some(Value::String(t)) if t == "sse" => Some(RemoteTransport::Sse),
+                Some(Value::String(t)) if t == "streamable-http" => {
+                    Some(RemoteTransport::StreamableHttp)
+                }
+                _ => None,
+            }
+        };
         let policy = if toml {
             self.policy(node, path, POLICY_KEYS)
         } else {
@@ -522,6 +550,7 @@ impl Reader {
             Kind::Http => RawTransport::Http {
                 url: url?,
                 headers: headers.unwrap_or_default(),
+                transport: remote_transport.unwrap_or_default(),
             },
         };
         Some(RawServer {
@@ -593,7 +622,10 @@ impl Reader {
             return Some(kind);
         }
         let (foreign, applies): (&[&str], &str) = match kind {
-            Kind::Stdio => (&["headers"], "only to remote servers (those with `url`)"),
+            Kind::Stdio => (
+                &["headers", "transport"],
+                "only to remote servers (those with `url`)",
+            ),
             Kind::Http => (
                 &["args", "env", "cwd"],
                 "only to stdio servers (those with `command`)",
