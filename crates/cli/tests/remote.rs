@@ -37,6 +37,17 @@ impl Remote {
         Self::spawn(cmd)
     }
 
+    /// Over HTTPS with `cert` and `key`.
+    fn tls(mode: &str, cert: &std::path::Path, key: &std::path::Path) -> Remote {
+        let mut cmd = Command::new("node");
+        cmd.arg(repo().join("crates/cli/tests/peers/ts_http_server.mjs"))
+            .arg(peers().join("ts-server"))
+            .arg(mode)
+            .arg("--tls")
+            .args([cert, key]);
+        Self::spawn(cmd)
+    }
+
     /// A Python SDK server (`tests/peers/py_http_server.py`): `sse`, `streamable` or
     /// `stateless`.
     fn python(mode: &str) -> Remote {
@@ -232,10 +243,14 @@ fn a_remote_server_that_goes_away_and_comes_back_serves_the_next_call() {
 #[test]
 fn unreachable_and_non_mcp_urls_fail_with_the_cause() {
     let session = Remote::start("session");
-    let html = session.url.replace("/mcp", "/other");
+    let at = |path: &str| session.url.replace("/mcp", path);
     let p = Project::new(&format!(
-        "[servers.gone]\nurl = \"http://{}/mcp\"\n[servers.html]\nurl = \"{html}\"\n[servers.ok]\nurl = \"{}\"\n",
+        "[servers.gone]\nurl = \"http://{}/mcp\"\n[servers.html]\nurl = \"{}\"\n\
+         [servers.page]\nurl = \"{}\"\n[servers.loop]\nurl = \"{}\"\n[servers.ok]\nurl = \"{}\"\n",
         closed_addr(),
+        at("/other"),
+        at("/page"),
+        at("/loop"),
         session.url
     ));
     let _down = Down(&p);
@@ -249,6 +264,18 @@ fn unreachable_and_non_mcp_urls_fail_with_the_cause() {
             && html["last_error"]
                 .as_str()
                 .is_some_and(|e| e.contains("404 Not Found") && e.contains("/other"))
+    });
+    // A web page is not MCP, and a redirect is not followed (a loop cannot trap it).
+    wait_until("the page and the redirect to be refused in words", || {
+        let page = ps_row(&p, "page")["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        let looped = ps_row(&p, "loop")["last_error"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        page.contains("not JSON") && page.contains("A web page") && looped.contains("HTTP 302")
     });
     // The good one is untouched by its neighbours.
     assert_eq!(
@@ -311,5 +338,159 @@ fn python_sdk_servers_over_sse_and_streamable_http_serve_through_corral() {
         ps_row(&p, "http_only")["last_error"]
             .as_str()
             .is_some_and(|e| e.contains("405"))
+    });
+}
+
+/// A test CA and two server certificates it signed, made with `openssl`: one for
+/// 127.0.0.1, one for another name. Returns (ca, [(cert, key)] for each).
+fn test_pki(
+    dir: &std::path::Path,
+) -> (
+    std::path::PathBuf,
+    [(std::path::PathBuf, std::path::PathBuf); 2],
+) {
+    let openssl = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .expect("run openssl");
+        assert!(
+            out.status.success(),
+            "openssl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=Corral Test CA",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+        ]
+        .concat(),
+    );
+    let mut leaves = Vec::new();
+    for (name, san) in [("ip", "IP:127.0.0.1"), ("other", "DNS:other.example")] {
+        let (key, csr, pem, ext) = (
+            format!("{name}.key"),
+            format!("{name}.csr"),
+            format!("{name}.pem"),
+            format!("{name}.ext"),
+        );
+        std::fs::write(
+            dir.join(&ext),
+            format!(
+                "subjectAltName={san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"
+            ),
+        )
+        .unwrap();
+        openssl(
+            &[
+                &["req"][..],
+                &ec,
+                &[
+                    "-keyout",
+                    &key,
+                    "-out",
+                    &csr,
+                    "-subj",
+                    &format!("/CN={name}"),
+                ],
+            ]
+            .concat(),
+        );
+        openssl(&[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ]);
+        leaves.push((dir.join(pem), dir.join(key)));
+    }
+    let [a, b]: [_; 2] = leaves.try_into().unwrap();
+    (dir.join("ca.pem"), [a, b])
+}
+
+#[test]
+fn tls_problems_are_named_and_a_private_ca_is_trusted_through_ssl_cert_file() {
+    // (A project's directory as a scratch directory for the certificates.)
+    let pki = Project::new("");
+    let (ca, [(ip_cert, ip_key), (other_cert, other_key)]) = test_pki(&pki.dir);
+    let good = Remote::tls("session", &ip_cert, &ip_key);
+    let misnamed = Remote::tls("session", &other_cert, &other_key);
+    let config = format!(
+        "[servers.good]\nurl = \"{}\"\n[servers.misnamed]\nurl = \"{}\"\n[servers.plain]\nurl = \"{}\"\n",
+        good.url,
+        misnamed.url,
+        good.url.replace("https://", "http://")
+    );
+
+    // Without the CA: not trusted, said so.
+    let p = Project::new(&config);
+    let _down = Down(&p);
+    let r = p
+        .cmd(&["up", "-d"])
+        .env_remove("SSL_CERT_FILE")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{r:?}");
+    wait_until("the untrusted certificate to be named", || {
+        ps_row(&p, "good")["last_error"].as_str().is_some_and(|e| {
+            e.contains("TLS") && e.contains("not trusted") && e.contains("SSL_CERT_FILE")
+        })
+    });
+    // Plain HTTP to a TLS port: the server hangs up or answers garbage; either way, words.
+    wait_until("plain HTTP to the TLS port to fail", || {
+        ps_row(&p, "plain")["last_error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty())
+    });
+
+    // With the CA in SSL_CERT_FILE: trusted; a certificate for another name is not.
+    let q = Project::new(&config);
+    let _down_q = Down(&q);
+    let r = q
+        .cmd(&["up", "-d"])
+        .env("SSL_CERT_FILE", &ca)
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{r:?}");
+    let r = call(&q, "good", "shout", r#"{"text": "tls"}"#);
+    assert_eq!(r.stdout().trim(), "TLS", "{r:?}");
+    wait_until("the misnamed certificate to be named", || {
+        ps_row(&q, "misnamed")["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("another host name"))
     });
 }

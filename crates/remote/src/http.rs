@@ -140,6 +140,11 @@ pub fn describe(e: &(dyn StdError + 'static)) -> String {
     }
     let text: Vec<String> = chain.iter().map(|c| c.to_string()).collect();
     let joined = text.join(": ");
+    // rustls' error can sit behind a boxed error that hides its type from the downcasts
+    // above (a `Box<dyn Error>` is not the error it holds): its words then.
+    if let Some(words) = tls_words_in(&joined) {
+        return format!("TLS: {words}");
+    }
     if joined.contains("dns error") {
         let detail = text.last().cloned().unwrap_or_default();
         return format!("DNS lookup failed: {detail}");
@@ -153,13 +158,50 @@ pub fn describe(e: &(dyn StdError + 'static)) -> String {
     joined
 }
 
+/// [`tls_words`] for an error known only by its text.
+fn tls_words_in(text: &str) -> Option<String> {
+    if let Some(at) = text.find("invalid peer certificate: ") {
+        let what = &text[at + "invalid peer certificate: ".len()..];
+        let cert = |words: &str| Some(words.to_owned());
+        // (The variant's name, or its `…Context` form's sentence.)
+        return if what.starts_with("UnknownIssuer") {
+            cert(UNTRUSTED)
+        } else if what.starts_with("Expired") || what.starts_with("certificate expired") {
+            cert("the server's certificate has expired")
+        } else if what.starts_with("NotValidYet") || what.starts_with("certificate not valid yet") {
+            cert("the server's certificate is not valid yet (check the clock)")
+        } else if what.starts_with("NotValidForName")
+            || what.starts_with("certificate not valid for name")
+        {
+            Some(format!(
+                "the server's certificate is for another host name ({what})"
+            ))
+        } else if what.starts_with("Revoked") {
+            cert("the server's certificate is revoked")
+        } else {
+            Some(format!("the server's certificate was refused: {what}"))
+        };
+    }
+    if text.contains("received fatal alert") {
+        return Some(format!(
+            "the server refused the TLS handshake ({})",
+            text.rsplit(": ").next().unwrap_or(text)
+        ));
+    }
+    if text.contains("received corrupt message") || text.contains("InvalidContentType") {
+        return Some("the server does not speak TLS there (an http:// URL?)".to_owned());
+    }
+    None
+}
+
+const UNTRUSTED: &str = "the server's certificate is not trusted (issued by an unknown \
+                         authority; a private CA goes in SSL_CERT_FILE)";
+
 fn tls_words(e: &rustls::Error) -> String {
     use rustls::{CertificateError as C, Error as E};
     match e {
         E::InvalidCertificate(c) => match c {
-            C::UnknownIssuer => "the server's certificate is not trusted (issued by an unknown \
-                                 authority; a private CA goes in SSL_CERT_FILE)"
-                .into(),
+            C::UnknownIssuer => UNTRUSTED.into(),
             C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired".into(),
             C::NotValidYet | C::NotValidYetContext { .. } => {
                 "the server's certificate is not valid yet (check the clock)".into()

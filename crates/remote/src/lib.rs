@@ -1020,11 +1020,14 @@ impl Bridge {
     /// passed on as the answer itself when it answers the request.
     async fn refusal(&self, msg: &Outgoing, resp: Response<Incoming>) -> String {
         let status = resp.status();
-        let challenge = resp
-            .headers()
-            .get("www-authenticate")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned);
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let challenge = header("www-authenticate");
+        let location = header("location");
         let body = read_body(resp.into_body(), 64 * 1024)
             .await
             .unwrap_or_default();
@@ -1053,6 +1056,12 @@ impl Bridge {
             404 => format!(
                 "404 Not Found: no MCP endpoint at {} (check the url's path)",
                 self.url
+            ),
+            s @ 300..=399 => format!(
+                "HTTP {s} from {}: a redirect to {}, not followed (the headers, credentials \
+                 among them, must not follow it elsewhere): put the final URL in `url`",
+                self.url,
+                location.as_deref().unwrap_or("nowhere")
             ),
             s => format!("HTTP {s} from {}: {}", self.url, quote(&body)),
         }

@@ -5,15 +5,20 @@
 // --port, to come back on the same address after a kill).
 //
 // Usage: node ts_http_server.mjs <dir holding node_modules> <mode> [--port N]
+//          [--tls CERT.pem KEY.pem]   (HTTPS with that certificate)
 //   modern    createMcpHandler(factory, {legacy: 'reject'}): MCP 2026-07-28 only
 //   stateless createMcpHandler(factory): 2026-07-28, and 2025 requests served statelessly
 //   session   WebStandardStreamableHTTPServerTransport with session ids (2025 sessions);
 //             POST /expire ends every session (their next request gets 404)
+// Other paths, for failures: /loop redirects to itself, /page is a 200 HTML page, any
+// other path is a 404 HTML page.
 //
 // Tools: `shout {text}` (upper-cases it), `slow {ms}` (answers after ms, with a progress
 // notification first when the request has a progress token), `count {}` (how many
 // tools/call this process served).
 import http from 'node:http';
+import https from 'node:https';
+import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { randomUUID } from 'node:crypto';
@@ -21,6 +26,11 @@ import { randomUUID } from 'node:crypto';
 const [dir, mode] = process.argv.slice(2);
 const portArg = process.argv.indexOf('--port');
 const fixedPort = portArg > 0 ? Number(process.argv[portArg + 1]) : 0;
+const tlsArg = process.argv.indexOf('--tls');
+const tls =
+  tlsArg > 0
+    ? { cert: fs.readFileSync(process.argv[tlsArg + 1]), key: fs.readFileSync(process.argv[tlsArg + 2]) }
+    : null;
 const req = createRequire(path.join(dir, 'package.json'));
 const { McpServer, createMcpHandler, WebStandardStreamableHTTPServerTransport } =
   req('@modelcontextprotocol/server');
@@ -120,9 +130,17 @@ if (mode === 'session') {
   serve = (request) => handler.fetch(request);
 }
 
-const srv = http.createServer(async (nodeReq, nodeRes) => {
+const handle = async (nodeReq, nodeRes) => {
   try {
     const u = new URL(nodeReq.url, 'http://x');
+    if (u.pathname === '/loop') {
+      nodeRes.writeHead(302, { location: '/loop' });
+      return nodeRes.end();
+    }
+    if (u.pathname === '/page') {
+      nodeRes.writeHead(200, { 'content-type': 'text/html' });
+      return nodeRes.end('<!doctype html><html><body>A web page, not MCP</body></html>');
+    }
     if (u.pathname !== '/mcp' && u.pathname !== '/expire') {
       nodeRes.writeHead(404, { 'content-type': 'text/html' });
       return nodeRes.end('<html><body>Not here</body></html>');
@@ -133,7 +151,9 @@ const srv = http.createServer(async (nodeReq, nodeRes) => {
     if (!nodeRes.headersSent) nodeRes.writeHead(500);
     nodeRes.end();
   }
-});
+};
+const srv = tls ? https.createServer(tls, handle) : http.createServer(handle);
 srv.listen(fixedPort, '127.0.0.1', () => {
-  console.log(JSON.stringify({ url: `http://127.0.0.1:${srv.address().port}/mcp` }));
+  const scheme = tls ? 'https' : 'http';
+  console.log(JSON.stringify({ url: `${scheme}://127.0.0.1:${srv.address().port}/mcp` }));
 });
