@@ -494,3 +494,115 @@ fn tls_problems_are_named_and_a_private_ca_is_trusted_through_ssl_cert_file() {
             .is_some_and(|e| e.contains("another host name"))
     });
 }
+
+/// A CONNECT proxy on a loopback port: it records each CONNECT's target and
+/// `Proxy-Authorization`, and tunnels `*.test` hosts to 127.0.0.1 (they resolve nowhere
+/// else, so a connection that bypassed the proxy fails).
+struct Proxy {
+    addr: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>,
+}
+
+impl Proxy {
+    fn start() -> Proxy {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut client) = conn else { return };
+                let log = log.clone();
+                std::thread::spawn(move || {
+                    let mut reader = BufReader::new(client.try_clone().unwrap());
+                    let mut first = String::new();
+                    reader.read_line(&mut first).unwrap();
+                    let mut auth = None;
+                    loop {
+                        let mut h = String::new();
+                        reader.read_line(&mut h).unwrap();
+                        if h.trim().is_empty() {
+                            break;
+                        }
+                        if let Some(v) = h
+                            .strip_prefix("Proxy-Authorization: ")
+                            .or_else(|| h.strip_prefix("proxy-authorization: "))
+                        {
+                            auth = Some(v.trim().to_owned());
+                        }
+                    }
+                    let target = first.split_whitespace().nth(1).unwrap_or("").to_owned();
+                    log.lock().unwrap().push((target.clone(), auth));
+                    let port = target.rsplit(':').next().unwrap_or("0");
+                    let Ok(upstream) =
+                        std::net::TcpStream::connect(("127.0.0.1", port.parse().unwrap_or(0)))
+                    else {
+                        let _ = client.write_all(b"HTTP/1.1 502 Bad Gateway\r\n\r\n");
+                        return;
+                    };
+                    client
+                        .write_all(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                        .unwrap();
+                    let (mut a, mut b) =
+                        (upstream.try_clone().unwrap(), client.try_clone().unwrap());
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut reader, &mut a);
+                    });
+                    let mut up = upstream;
+                    let _ = std::io::copy(&mut up, &mut b);
+                });
+            }
+        });
+        Proxy { addr, seen }
+    }
+}
+
+#[test]
+fn a_proxy_from_the_environment_carries_remote_traffic_and_no_proxy_and_loopback_bypass_it() {
+    let session = Remote::start("session");
+    let proxy = Proxy::start();
+    let port = session.port();
+    let config = format!(
+        "[servers.far]\nurl = \"http://remote.test:{port}/mcp\"\n[servers.near]\nurl = \"{}\"\n",
+        session.url
+    );
+    let p = Project::new(&config);
+    let _down = Down(&p);
+    let r = p
+        .cmd(&["up", "-d"])
+        .env("HTTP_PROXY", format!("http://ada:secret@{}", proxy.addr))
+        .env("HTTPS_PROXY", format!("http://ada:secret@{}", proxy.addr))
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .env_remove("ALL_PROXY")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{r:?}");
+    for server in ["far", "near"] {
+        let r = call(&p, server, "shout", r#"{"text": "via"}"#);
+        assert_eq!(r.stdout().trim(), "VIA", "{server}: {r:?}");
+    }
+    // Only the far one went through the proxy, with the credentials of the proxy URL.
+    let seen = proxy.seen.lock().unwrap().clone();
+    assert!(!seen.is_empty());
+    for (target, auth) in &seen {
+        assert_eq!(target, &format!("remote.test:{port}"), "{seen:?}");
+        assert_eq!(auth.as_deref(), Some("Basic YWRhOnNlY3JldA=="), "{seen:?}");
+    }
+
+    // NO_PROXY exempts the host: the connection is direct, and the name resolves nowhere.
+    let q = Project::new(&config);
+    let _down_q = Down(&q);
+    let r = q
+        .cmd(&["up", "-d"])
+        .env("HTTP_PROXY", format!("http://{}", proxy.addr))
+        .env("NO_PROXY", "remote.test")
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{r:?}");
+    wait_until("the direct connection's DNS failure to be named", || {
+        ps_row(&q, "far")["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("DNS lookup failed") && e.contains("remote.test"))
+    });
+}
