@@ -19,6 +19,7 @@ mod mcp;
 mod peers;
 mod procs;
 mod proxy;
+mod remote;
 mod revisions;
 mod scan_drain;
 mod startup;
@@ -40,6 +41,7 @@ USAGE:
     corral-bench proxy [--seconds N] [--connections C] [--rounds N]
     corral-bench bombs
     corral-bench revisions [--point-ms N]
+    corral-bench remote [--point-ms N]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -84,6 +86,11 @@ BENCHMARKS:
                 stateless 2026-07-28 client over HTTP, interleaved: p50/p99 and gateway
                 CPU per call with 1 client, calls/s with 8 of each kind (4 rounds of
                 --point-ms, default 2000). Not part of `all`
+
+    remote      a remote (url) server's tool (the TypeScript SDK 2.x over HTTP) from the
+                same client, directly and through `corral up`: p50/p99 with 1 client,
+                calls/s with 8, Corral's CPU per call (4 rounds of --point-ms, default
+                2000). Needs the test peers (./scripts/install-peers.sh). Not part of `all`
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
@@ -200,6 +207,22 @@ fn revisions_main(args: &[String]) -> ExitCode {
     finish(result)
 }
 
+fn remote_main(args: &[String]) -> ExitCode {
+    let point = match args {
+        [] => Duration::from_millis(2000),
+        [flag, n] if flag == "--point-ms" => match n.parse::<u64>() {
+            Ok(n) if n > 0 => Duration::from_millis(n),
+            _ => return usage("remote: --point-ms takes a positive number"),
+        },
+        _ => return usage("remote takes --point-ms N"),
+    };
+    let result = util::corral_path().and_then(|corral| {
+        println!("{}", util::machine_header());
+        remote::run(&corral, point)
+    });
+    finish(result)
+}
+
 fn usage(msg: &str) -> ExitCode {
     eprintln!("corral-bench: {msg}\n\n{USAGE}");
     ExitCode::from(2)
@@ -284,6 +307,9 @@ fn main() -> ExitCode {
     }
     if args.first().map(String::as_str) == Some("revisions") {
         return revisions_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("remote") {
+        return remote_main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("faults") {
         return faults_main(&args[1..]);

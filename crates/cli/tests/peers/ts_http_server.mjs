@@ -13,7 +13,7 @@
 // Other paths, for failures: /loop redirects to itself, /page is a 200 HTML page, any
 // other path is a 404 HTML page.
 //
-// Tools: `shout {text}` (upper-cases it), `slow {ms}` (answers after ms, with a progress
+// Tools: `shout {text}` (upper-cases it), `echo {text}` (returns it), `slow {ms}` (answers after ms, with a progress
 // notification first when the request has a progress token), `count {}` (how many
 // tools/call this process served).
 import http from 'node:http';
@@ -45,6 +45,14 @@ function factory() {
     async ({ text }) => {
       calls += 1;
       return { content: [{ type: 'text', text: text.toUpperCase() }] };
+    }
+  );
+  server.registerTool(
+    'echo',
+    { description: 'Returns text unchanged', inputSchema: z.object({ text: z.string() }) },
+    async ({ text }) => {
+      calls += 1;
+      return { content: [{ type: 'text', text }] };
     }
   );
   server.registerTool(
