@@ -150,7 +150,11 @@ fn render(seq: &[Fig; 2], tput: &[Fig; 2], point: Duration) -> String {
             util::thousands(s.calls_per_sec),
             us(t.stats.p50),
             util::thousands(t.calls_per_sec),
-            if k == 0 { "-".to_owned() } else { us(t.gateway_cpu) },
+            if k == 0 {
+                "-".to_owned()
+            } else {
+                us(t.gateway_cpu)
+            },
             us(t.fixture_cpu),
         );
     }

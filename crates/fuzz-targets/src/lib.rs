@@ -33,6 +33,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("http_request", http_request),
     ("proxy_body", proxy_body),
     ("proxy_report", proxy_report),
+    ("sse", sse),
 ];
 
 /// The stdout decoder ([`decode_line`]) on each line of `data`, as the reader cuts them
@@ -520,5 +521,47 @@ pub fn proxy_report(data: &[u8]) {
                 );
             }
         }
+    }
+}
+
+/// The SSE parser ([`corral_httpd::sse::Parser`]) on `data` cut into chunks at the points
+/// its first bytes choose: the events do not depend on where the chunks were cut (nor the
+/// last id and retry), and none is over the limit.
+pub fn sse(data: &[u8]) {
+    use corral_httpd::sse::Parser;
+    const LIMIT: usize = 4096;
+    let (cuts, body) = data.split_at(data.len().min(4));
+    let parse = |chunks: &mut dyn Iterator<Item = &[u8]>| {
+        let mut p = Parser::new(LIMIT);
+        let mut events = Vec::new();
+        for c in chunks {
+            if p.feed(c, &mut events).is_err() {
+                return None;
+            }
+        }
+        Some((events, p.last_id.clone(), p.retry_ms))
+    };
+    let whole = parse(&mut std::iter::once(body));
+    let mut at = 0;
+    let mut pieces = Vec::new();
+    for &c in cuts {
+        let next = (at + usize::from(c)).min(body.len());
+        pieces.push(&body[at..next]);
+        at = next;
+    }
+    pieces.push(&body[at..]);
+    let chunked = parse(&mut pieces.into_iter());
+    match (&whole, &chunked) {
+        (Some(w), Some(c)) => {
+            assert_eq!(w, c, "the events depend on where the input was cut");
+            assert!(
+                w.0.iter().all(|e| e.data.len() <= LIMIT),
+                "an event over the limit"
+            );
+        }
+        // Over the limit: refused however it was cut (a line's length does not depend
+        // on the cuts; the chunked side may notice only at a later point, never not).
+        (None, None) => {}
+        _ => panic!("the limit was hit in one reading only: {whole:?} / {chunked:?}"),
     }
 }

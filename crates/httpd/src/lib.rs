@@ -40,6 +40,7 @@
 //! cancels whatever the request started.
 
 mod peer;
+pub mod sse;
 
 pub use peer::{PeerUser, peer_user};
 

@@ -23,9 +23,9 @@
 //!   reconnects with backoff and its death event carries the cause.
 
 mod http;
-pub mod sse;
 
 use bytes::Bytes;
+use corral_httpd::sse;
 use http::Http;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;

@@ -1,7 +1,7 @@
-//! Server-sent events, read incrementally (the WHATWG `text/event-stream` rules: lines end
-//! in LF, CRLF or CR; `data` lines join with LF; a blank line dispatches; `id` without a
-//! NUL sets the last event id; `retry` sets the reconnection delay; `:` lines are
-//! comments).
+//! Server-sent events, read incrementally, by the WHATWG `text/event-stream` rules: lines
+//! end in LF, CRLF or CR; `data` lines join with LF; a blank line dispatches; `id`
+//! without a NUL sets the last event id; `retry` sets the reconnection delay; `:` lines
+//! are comments. (What a remote server answers and streams: `corral_remote`.)
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +25,8 @@ pub struct Parser {
     pub last_id: Option<String>,
     /// The reconnection delay the server asked for, in ms.
     pub retry_ms: Option<u64>,
-    /// The largest event (or line) accepted, in bytes.
+    /// The largest event (or line, of any field) accepted, in bytes: however the input
+    /// is cut into chunks, the same input is refused.
     limit: usize,
 }
 
@@ -55,6 +56,9 @@ impl Parser {
             match memchr::memchr2(b'\n', b'\r', rest) {
                 Some(i) => {
                     self.line.extend_from_slice(&rest[..i]);
+                    if self.line.len() > self.limit {
+                        return Err(TooLarge);
+                    }
                     self.after_cr = rest[i] == b'\r';
                     rest = &rest[i + 1..];
                     let line = std::mem::take(&mut self.line);
