@@ -500,14 +500,17 @@ fn tls_problems_are_named_and_a_private_ca_is_trusted_through_ssl_cert_file() {
 /// else, so a connection that bypassed the proxy fails).
 struct Proxy {
     addr: String,
-    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>,
+    seen: Seen,
 }
+
+/// Each CONNECT's target and `Proxy-Authorization`.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
 
 impl Proxy {
     fn start() -> Proxy {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap().to_string();
-        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Seen::default();
         let log = seen.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming() {
