@@ -6,7 +6,7 @@ Usage: python py_http_server.py <mode>
   streamable  Streamable HTTP with sessions (/mcp)
   stateless   Streamable HTTP, stateless, JSON answers (/mcp)
 
-Tools: greet {name}, multiply {a, b}.
+Tools: those of py_server.py (greet {name}, multiply {a, b}).
 """
 
 import json
@@ -14,21 +14,9 @@ import socket
 import sys
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
 
-server = MCPServer("py-http-peer")
-
-
-@server.tool()
-def greet(name: str) -> str:
-    """Greets someone by name."""
-    return f"Hello, {name}!"
-
-
-@server.tool()
-def multiply(a: int, b: int) -> int:
-    """Multiplies two integers."""
-    return a * b
+# The same server as over stdio (greet, multiply), served over HTTP here.
+from py_server import server
 
 
 def main() -> None:

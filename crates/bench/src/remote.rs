@@ -106,7 +106,7 @@ pub fn run(corral: &Path, point: Duration) -> Result<String, String> {
     eprintln!("remote: sequential, {BLOCKS} blocks of {BLOCK} calls per path, interleaved");
     let mut seq = [Acc::default(), Acc::default()];
     for b in 0..BLOCKS {
-        for k in order(b) {
+        for k in util::alternate(b) {
             let client = &mut paths[k][0];
             seq[k].measure(&pids[k], || client.sequential(BLOCK))?;
         }
@@ -114,7 +114,7 @@ pub fn run(corral: &Path, point: Duration) -> Result<String, String> {
     eprintln!("remote: {CLIENTS} clients per path, {ROUNDS} × {point:?}, interleaved");
     let mut tput = [Acc::default(), Acc::default()];
     for r in 0..ROUNDS {
-        for k in order(r) {
+        for k in util::alternate(r) {
             tput[k].measure(&pids[k], || concurrent_sessions(&mut paths[k], point))?;
         }
     }
@@ -122,10 +122,6 @@ pub fn run(corral: &Path, point: Duration) -> Result<String, String> {
     gw.stop();
     node.stop();
     Ok(render(&seq.map(Acc::finish), &tput.map(Acc::finish), point))
-}
-
-fn order(n: usize) -> [usize; 2] {
-    if n.is_multiple_of(2) { [0, 1] } else { [1, 0] }
 }
 
 fn render(seq: &[Fig; 2], tput: &[Fig; 2], point: Duration) -> String {

@@ -46,7 +46,7 @@ pub fn run(fixture: &Path, corral: &Path, point: Duration) -> Result<String, Str
     let unpin = util::pin_to_one_cpu(&[gw.pid()]);
     let mut seq = [Acc::default(), Acc::default()];
     for b in 0..BLOCKS {
-        for k in order(b) {
+        for k in util::alternate(b) {
             let client = if k == 0 {
                 &mut legacy[0]
             } else {
@@ -62,7 +62,7 @@ pub fn run(fixture: &Path, corral: &Path, point: Duration) -> Result<String, Str
     eprintln!("revisions: {CLIENTS} clients of each kind, {ROUNDS} × {point:?}, interleaved");
     let mut tput = [Acc::default(), Acc::default()];
     for r in 0..ROUNDS {
-        for k in order(r) {
+        for k in util::alternate(r) {
             let clients = if k == 0 { &mut legacy } else { &mut stateless };
             tput[k].measure(&pids, || concurrent_sessions(clients, point))?;
         }
@@ -70,11 +70,6 @@ pub fn run(fixture: &Path, corral: &Path, point: Duration) -> Result<String, Str
     drop((legacy, stateless));
     gw.stop();
     Ok(render(&seq.map(Acc::finish), &tput.map(Acc::finish), point))
-}
-
-/// Which kind goes first in block or round `n`: 0 = 2025 session, 1 = stateless.
-fn order(n: usize) -> [usize; 2] {
-    if n.is_multiple_of(2) { [0, 1] } else { [1, 0] }
 }
 
 fn render(seq: &[Fig; 2], tput: &[Fig; 2], point: Duration) -> String {

@@ -502,6 +502,12 @@ pub fn set_affinity(pids: &[u32], set: &libc::cpu_set_t) {
     }
 }
 
+/// Which of two paths goes first in block or round `n`: they take turns, so drift in the
+/// machine's state hits both alike.
+pub fn alternate(n: usize) -> [usize; 2] {
+    if n.is_multiple_of(2) { [0, 1] } else { [1, 0] }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

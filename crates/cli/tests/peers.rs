@@ -130,19 +130,6 @@ args = ["{{repo}}/tests/peers/py_server.py"]
     )
 }
 
-fn ps_row(p: &Project, name: &str) -> serde_json::Value {
-    let r = p.run(&["ps", "--json"]);
-    assert_eq!(r.code(), 0, "{r:?}");
-    let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
-    v["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no server {name} in {v}"))
-}
-
 #[test]
 fn a_typescript_server_that_rejects_legacy_clients_serves_a_2025_agent_through_corral() {
     let p = Project::new(&modern_config());

@@ -111,19 +111,6 @@ impl Drop for Remote {
     }
 }
 
-fn ps_row(p: &Project, name: &str) -> Value {
-    let r = p.run(&["ps", "--json"]);
-    assert_eq!(r.code(), 0, "{r:?}");
-    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
-    v["servers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no server {name} in {v}"))
-}
-
 fn call(p: &Project, server: &str, tool: &str, args: &str) -> Run {
     p.run(&["call", server, tool, args])
 }

@@ -207,6 +207,20 @@ pub fn closed_addr() -> String {
     listener.local_addr().expect("local_addr").to_string()
 }
 
+/// Server `name`'s row of `corral ps --json` (a daemon must run).
+pub fn ps_row(p: &Project, name: &str) -> serde_json::Value {
+    let r = p.run(&["ps", "--json"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no server {name} in {v}"))
+}
+
 pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
