@@ -596,3 +596,75 @@ fn a_proxy_from_the_environment_carries_remote_traffic_and_no_proxy_and_loopback
             .is_some_and(|e| e.contains("DNS lookup failed") && e.contains("remote.test"))
     });
 }
+
+/// Resources, prompts and cancellation, as for a stdio server: through a 2025 session
+/// (the cancellation posted as a notification) and a 2026-07-28 server (the cancellation
+/// is the end of the request's exchange).
+#[test]
+fn resources_prompts_and_cancellation_reach_remote_servers() {
+    let (session, modern) = (Remote::start("session"), Remote::start("modern"));
+    let p = Project::new(&format!(
+        "[servers.s]\nurl = \"{}\"\n[servers.m]\nurl = \"{}\"\n",
+        session.url, modern.url
+    ));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let mut agent = mcp::McpClient::bridge(&p);
+    assert!(!agent.tool_names().is_empty());
+
+    let prompts = agent.request("prompts/list", json!({}));
+    let names: Vec<&str> = prompts["result"]["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"s__welcome") && names.contains(&"m__welcome"),
+        "{names:?}"
+    );
+    for server in ["s", "m"] {
+        let got = agent.request(
+            "prompts/get",
+            json!({"name": format!("{server}__welcome"), "arguments": {"name": "ada"}}),
+        );
+        assert_eq!(
+            got["result"]["messages"][0]["content"]["text"], "Welcome, ada!",
+            "{got}"
+        );
+    }
+    let resources = agent.request("resources/list", json!({}));
+    assert!(
+        resources.to_string().contains("peer://greeting"),
+        "{resources}"
+    );
+    let read = agent.request("resources/read", json!({"uri": "peer://greeting"}));
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "hello from the peer",
+        "{read}"
+    );
+
+    for server in ["s", "m"] {
+        let id = agent.send_request(
+            "tools/call",
+            json!({"name": format!("{server}__slow"), "arguments": {"ms": 60000}}),
+        );
+        wait_until("the slow call to be in flight", || {
+            let s = agent.call("corral__servers", json!({}));
+            s["structuredContent"]["servers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|row| row["name"] == server && row["in_flight"] == 1)
+        });
+        agent.notify(
+            "notifications/cancelled",
+            Some(json!({"requestId": id, "reason": "user"})),
+        );
+        wait_until("the server to see the cancellation", || {
+            mcp::text(&agent.call(&format!("{server}__cancelled"), json!({}))) == "1"
+        });
+        assert!(agent.other.iter().all(|m| m["id"] != id));
+    }
+    agent.close();
+}

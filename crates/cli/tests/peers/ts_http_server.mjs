@@ -14,8 +14,9 @@
 // other path is a 404 HTML page.
 //
 // Tools: `shout {text}` (upper-cases it), `echo {text}` (returns it), `slow {ms}` (answers after ms, with a progress
-// notification first when the request has a progress token), `count {}` (how many
-// tools/call this process served).
+// notification first when the request has a progress token; cancellable), `cancelled {}`
+// (how many slow calls were cancelled), `count {}` (how many tools/call this process
+// served). Resource `peer://greeting`; prompt `welcome {name}`.
 import http from 'node:http';
 import https from 'node:https';
 import fs from 'node:fs';
@@ -37,6 +38,7 @@ const { McpServer, createMcpHandler, WebStandardStreamableHTTPServerTransport } 
 const z = req('zod');
 
 let calls = 0;
+let cancelled = 0;
 function factory() {
   const server = new McpServer({ name: `ts-http-${mode}`, version: '1.0.0' }, { capabilities: { tools: {} } });
   server.registerTool(
@@ -64,9 +66,31 @@ function factory() {
       if (token !== undefined && ctx.mcpReq.notify) {
         await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 2 } });
       }
-      await new Promise((r) => setTimeout(r, ms));
-      return { content: [{ type: 'text', text: `slept ${ms}` }] };
+      const signal = ctx?.mcpReq?.signal;
+      const aborted = await new Promise((resolve) => {
+        const t = setTimeout(() => resolve(false), ms);
+        signal?.addEventListener('abort', () => {
+          clearTimeout(t);
+          resolve(true);
+        });
+      });
+      if (aborted) cancelled += 1;
+      return { content: [{ type: 'text', text: aborted ? 'cancelled' : `slept ${ms}` }] };
     }
+  );
+  server.registerTool('cancelled', { description: 'Calls of slow cancelled', inputSchema: z.object({}) }, async () => ({
+    content: [{ type: 'text', text: String(cancelled) }],
+  }));
+  server.registerResource(
+    'greeting',
+    'peer://greeting',
+    { description: 'A fixed text', mimeType: 'text/plain' },
+    async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'hello from the peer' }] })
+  );
+  server.registerPrompt(
+    'welcome',
+    { description: 'Welcomes someone', argsSchema: z.object({ name: z.string() }) },
+    async ({ name }) => ({ messages: [{ role: 'user', content: { type: 'text', text: `Welcome, ${name}!` } }] })
   );
   server.registerTool('count', { description: 'Calls served', inputSchema: z.object({}) }, async () => {
     calls += 1;
@@ -76,7 +100,8 @@ function factory() {
 }
 
 // Node request → web Request, web Response → node response (streamed).
-async function toWeb(nodeReq) {
+// A client that hangs up aborts the request (how a 2026-07-28 request is cancelled).
+async function toWeb(nodeReq, nodeRes) {
   const chunks = [];
   for await (const c of nodeReq) chunks.push(c);
   const body = Buffer.concat(chunks);
@@ -85,7 +110,11 @@ async function toWeb(nodeReq) {
     if (Array.isArray(v)) v.forEach((x) => headers.append(k, x));
     else if (v !== undefined) headers.set(k, v);
   }
-  const init = { method: nodeReq.method, headers };
+  const ac = new AbortController();
+  nodeRes.on('close', () => {
+    if (!nodeRes.writableFinished) ac.abort();
+  });
+  const init = { method: nodeReq.method, headers, signal: ac.signal };
   if (!['GET', 'HEAD'].includes(nodeReq.method)) init.body = body;
   return new Request(`http://${nodeReq.headers.host}${nodeReq.url}`, init);
 }
@@ -153,7 +182,7 @@ const handle = async (nodeReq, nodeRes) => {
       nodeRes.writeHead(404, { 'content-type': 'text/html' });
       return nodeRes.end('<html><body>Not here</body></html>');
     }
-    await send(await serve(await toWeb(nodeReq)), nodeRes);
+    await send(await serve(await toWeb(nodeReq, nodeRes)), nodeRes);
   } catch (e) {
     console.error(e);
     if (!nodeRes.headersSent) nodeRes.writeHead(500);
