@@ -9,6 +9,7 @@
 # and the system packages some tests and the benchmark run (Debian's, apt-get):
 #   - chromium: the headless browser of the dev proxy's end-to-end tests
 #   - nginx-light: the benchmark's reference proxy
+#   - openssl: the remote-server tests make a test CA and certificates with it
 # Idempotent: each group has its own stamp (or, for system packages, is looked for on
 # PATH), so a second run with the same pinned versions does nothing, and a new group is
 # installed on a machine that has the older ones.
@@ -50,6 +51,7 @@ apt_install() {
 
 apt_install chromium chromium
 apt_install nginx nginx-light
+apt_install openssl openssl
 
 stamp="$PEERS/.installed-$EVERYTHING_VERSION-$MCP_PY_VERSION-$CONFORMANCE_VERSION"
 if [ ! -f "$stamp" ]; then
