@@ -503,8 +503,8 @@ pub fn proxy_report(data: &[u8]) {
             let (_, found, _) = corral_proxy::fuzzing::source_map(map, script, &positions);
             for location in found.into_iter().flatten() {
                 let mut numbers = location.rsplitn(3, ':');
-                let column: u32 = numbers.next().unwrap().parse().expect("a column");
-                let line: u32 = numbers.next().expect("a line").parse().expect("a line");
+                let column: u64 = numbers.next().unwrap().parse().expect("a column");
+                let line: u64 = numbers.next().expect("a line").parse().expect("a line");
                 assert!(line >= 1 && column >= 1, "{location}");
             }
         }

@@ -301,10 +301,11 @@ fn lookup(located: &Located, line: u32, column: u32) -> Option<String> {
         return None;
     }
     let source = display_source(token.get_source()?, &located.path);
+    // (Widened: a map may claim line or column u32::MAX.)
     Some(format!(
         "{source}:{}:{}",
-        token.get_src_line() + 1,
-        token.get_src_col() + 1
+        u64::from(token.get_src_line()) + 1,
+        u64::from(token.get_src_col()) + 1
     ))
 }
 
