@@ -59,8 +59,6 @@ const QUOTED: usize = 200;
 /// The wait before reopening a dropped GET stream, unless the server said (`retry`).
 const REOPEN: Duration = Duration::from_secs(1);
 
-const PROTOCOL_VERSION_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-
 /// What the supervisor passes in the environment.
 pub struct Config {
     pub name: String,
@@ -218,7 +216,8 @@ async fn run(cfg: Config) -> ExitCode {
     code
 }
 
-/// The parts of a message the transport needs.
+/// The parts of a message the transport needs, read in one pass: a 2026-07-28
+/// request's claim (`_meta`) and the name `Mcp-Name` repeats come with the envelope.
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow, default)]
@@ -226,7 +225,32 @@ struct Envelope<'a> {
     #[serde(default)]
     method: Option<String>,
     #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
+    params: Option<Params<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Params<'a> {
+    #[serde(rename = "_meta", default)]
+    meta: Option<Meta>,
+    #[serde(borrow, default)]
+    name: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    uri: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
+    version: Option<String>,
+}
+
+/// The envelope of a message whose `params` are not an object (not MCP's, but passed on).
+#[derive(Deserialize)]
+struct Bare<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Option<String>,
 }
 
 /// What one outgoing message is, for its headers and its answer.
@@ -242,17 +266,27 @@ struct Outgoing {
 
 impl Outgoing {
     fn of(line: String) -> Result<Outgoing, String> {
-        let env: Envelope<'_> = serde_json::from_str(&line)
-            .map_err(|e| format!("not a JSON-RPC message from the supervisor: {e}"))?;
-        let modern = env
-            .params
-            .filter(|p| {
-                memchr::memmem::find(p.get().as_bytes(), PROTOCOL_VERSION_KEY.as_bytes()).is_some()
-            })
-            .and_then(|p| modern_claim(env.method.as_deref().unwrap_or(""), p));
+        let (id, method, params) = match serde_json::from_str::<Envelope<'_>>(&line) {
+            Ok(e) => (e.id, e.method, e.params),
+            Err(_) => {
+                let b: Bare<'_> = serde_json::from_str(&line)
+                    .map_err(|e| format!("not a JSON-RPC message from the supervisor: {e}"))?;
+                (b.id, b.method, None)
+            }
+        };
+        let modern = params.and_then(|p| {
+            let version = p.meta?.version?;
+            let name = match method.as_deref() {
+                Some("tools/call" | "prompts/get") => p.name,
+                Some("resources/read") => p.uri,
+                _ => None,
+            }
+            .and_then(|raw| serde_json::from_str::<String>(raw.get()).ok());
+            Some((version, name))
+        });
         Ok(Outgoing {
-            id: env.id.map(|i| i.get().to_owned()),
-            method: env.method,
+            id: id.map(|i| i.get().to_owned()),
+            method,
             modern,
             body: Bytes::from(line),
         })
@@ -261,33 +295,6 @@ impl Outgoing {
     fn is_request(&self) -> bool {
         self.id.is_some() && self.method.is_some()
     }
-}
-
-/// A 2026-07-28 request's claimed revision and its `Mcp-Name` value.
-fn modern_claim(method: &str, params: &RawValue) -> Option<(String, Option<String>)> {
-    #[derive(Deserialize)]
-    struct P {
-        #[serde(rename = "_meta", default)]
-        meta: Option<M>,
-        #[serde(default)]
-        name: Option<serde_json::Value>,
-        #[serde(default)]
-        uri: Option<serde_json::Value>,
-    }
-    #[derive(Deserialize)]
-    struct M {
-        #[serde(rename = "io.modelcontextprotocol/protocolVersion")]
-        version: Option<String>,
-    }
-    let p: P = serde_json::from_str(params.get()).ok()?;
-    let version = p.meta?.version?;
-    let name = match method {
-        "tools/call" | "prompts/get" => p.name,
-        "resources/read" => p.uri,
-        _ => None,
-    }
-    .and_then(|v| v.as_str().map(str::to_owned));
-    Some((version, name))
 }
 
 /// A header value as MCP 2026-07-28 sends one: as it is when it is visible ASCII, else
@@ -542,11 +549,7 @@ impl Bridge {
 
     /// The POST of one message, and its answer passed on.
     async fn exchange(&self, msg: &Outgoing) -> Result<(), Failure> {
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream");
+        let mut req = self.post(self.url.clone());
         let (session, version) = {
             let s = self.session.lock().unwrap();
             (s.id.clone(), s.version.clone())
@@ -570,12 +573,9 @@ impl Bridge {
                 }
             }
         }
-        let mut req = req
+        let req = req
             .body(Full::new(msg.body.clone()))
             .expect("a request from valid parts");
-        for (k, v) in &self.headers {
-            req.headers_mut().append(k, v.clone());
-        }
         let resp = self.send(req).await?;
         let status = resp.status();
         if status == StatusCode::NOT_FOUND && session.is_some() && msg.modern.is_none() {
@@ -743,9 +743,8 @@ impl Bridge {
             let s = self.session.lock().unwrap();
             (s.id.clone(), s.version.clone())
         };
-        let mut req = Request::builder()
-            .method(Method::GET)
-            .uri(self.url.clone())
+        let mut req = self
+            .request(Method::GET, self.url.clone())
             .header("accept", "text/event-stream");
         if let Some(v) = &version {
             req = req.header("mcp-protocol-version", v.as_str());
@@ -756,11 +755,26 @@ impl Bridge {
         if let Some(l) = last.and_then(|l| HeaderValue::from_str(l).ok()) {
             req = req.header("last-event-id", l);
         }
-        let mut req = req.body(Full::default()).expect("valid parts");
-        for (k, v) in &self.headers {
-            req.headers_mut().append(k, v.clone());
+        self.send(req.body(Full::default()).expect("valid parts"))
+            .await
+    }
+
+    /// A request to the server with the configured headers.
+    fn request(&self, method: Method, uri: Uri) -> hyper::http::request::Builder {
+        let mut req = Request::builder().method(method).uri(uri);
+        if let Some(h) = req.headers_mut() {
+            for (k, v) in &self.headers {
+                h.append(k, v.clone());
+            }
         }
-        self.send(req).await
+        req
+    }
+
+    /// The POST of one JSON-RPC message, which may be answered in JSON or as a stream.
+    fn post(&self, uri: Uri) -> hyper::http::request::Builder {
+        self.request(Method::POST, uri)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
     }
 
     /// Sends `req`; a server that cannot be reached is said so with its URL.
@@ -852,16 +866,10 @@ impl Bridge {
             ));
         };
         let version = self.session.lock().unwrap().version.clone();
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        let req = self
+            .post(self.url.clone())
             .body(Full::new(init.body.clone()))
             .expect("valid parts");
-        for (k, v) in &self.headers {
-            req.headers_mut().append(k, v.clone());
-        }
         let resp = self.send(req).await?;
         if !resp.status().is_success() {
             let why = self.refusal(&init, resp).await;
@@ -999,15 +1007,10 @@ impl Bridge {
         let Some(endpoint) = self.endpoint.lock().unwrap().clone() else {
             return Err(Failure::Answer("the HTTP+SSE stream is not open".into()));
         };
-        let mut req = Request::builder()
-            .method(Method::POST)
-            .uri(endpoint)
-            .header("content-type", "application/json")
+        let req = self
+            .post(endpoint)
             .body(Full::new(msg.body.clone()))
             .expect("valid parts");
-        for (k, v) in &self.headers {
-            req.headers_mut().append(k, v.clone());
-        }
         let resp = self.send(req).await?;
         if !resp.status().is_success() {
             return Err(Failure::Answer(self.refusal(msg, resp).await));
@@ -1223,6 +1226,28 @@ mod tests {
         let n = Outgoing::of(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.into())
             .unwrap();
         assert!(!n.is_request() && n.modern.is_none());
+        // A name with escapes is read as the string it is; a 2025 request has no claim.
+        let e = Outgoing::of(
+            r#"{"jsonrpc":"2.0","id":"x","method":"resources/read","params":{"uri":"a\u00e9\"b","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","other":[1]}}}"#
+                .into(),
+        )
+        .unwrap();
+        assert_eq!(
+            e.modern,
+            Some(("2026-07-28".into(), Some("a\u{e9}\"b".into())))
+        );
+        let old = Outgoing::of(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":1}}}"#
+                .into(),
+        )
+        .unwrap();
+        assert!(old.modern.is_none() && old.is_request());
+        // Params that are not an object (not MCP's) still pass, without a claim.
+        let a =
+            Outgoing::of(r#"{"jsonrpc":"2.0","id":2,"method":"m","params":[1,{"a":2}]}"#.into())
+                .unwrap();
+        assert!(a.is_request() && a.modern.is_none());
+        assert!(Outgoing::of("[nonsense".into()).is_err());
         assert!(answers(r#"{"jsonrpc":"2.0","id":3,"result":{}}"#, "3"));
         assert!(!answers(r#"{"jsonrpc":"2.0","id":3,"method":"x"}"#, "3"));
         assert_eq!(
