@@ -167,28 +167,31 @@ fn retries_that_match_nothing_or_miss_answers_are_answered_and_the_call_goes_on(
     };
     let answers = format!(r#"{{"{key}":{answer}}}"#);
     // Forged (Corral's prefix, unknown handle) and foreign states: nothing to resume.
-    let forged = format!("corral-park-{}", "0".repeat(32));
-    let r = c.ask(&retry(2, "fx__test_elicitation", args, &forged, &answers));
-    invalid_params(&r, 2, "again without requestState");
-    let r = c.ask(&retry(3, "fx__test_elicitation", args, "opaque", &answers));
-    invalid_params(&r, 3, "matches no call");
     // Bound to another tool, or other arguments: refused, the call still waits.
-    let r = c.ask(&retry(
-        4,
-        "fx__test_sampling",
-        r#"{"prompt":"x"}"#,
-        &state,
-        &answers,
-    ));
-    invalid_params(&r, 4, "belongs to another call");
-    let r = c.ask(&retry(
-        5,
-        "fx__test_elicitation",
-        r#"{"message":"other"}"#,
-        &state,
-        &answers,
-    ));
-    invalid_params(&r, 5, "belongs to another call");
+    let forged = format!("corral-park-{}", "0".repeat(32));
+    let (elicit, other_args) = ("fx__test_elicitation", r#"{"message":"other"}"#);
+    let refused = [
+        (
+            2,
+            elicit,
+            args,
+            forged.as_str(),
+            "again without requestState",
+        ),
+        (3, elicit, args, "opaque", "matches no call"),
+        (
+            4,
+            "fx__test_sampling",
+            r#"{"prompt":"x"}"#,
+            &state,
+            "belongs to another call",
+        ),
+        (5, elicit, other_args, &state, "belongs to another call"),
+    ];
+    for (id, tool, args, state, says) in refused {
+        let r = c.ask(&retry(id, tool, args, state, &answers));
+        invalid_params(&r, id, says);
+    }
     // Missing keys (unknown ones ignored): asked again, under a new handle.
     let r = c.ask(&retry(
         6,

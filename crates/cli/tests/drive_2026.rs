@@ -297,6 +297,16 @@ fn ts_client(mode: &str, args: &[&str]) -> Value {
             .exists(),
         "the TypeScript client is not installed: run ./scripts/install-peers.sh"
     );
+    mrtr_client(
+        std::path::Path::new("node"),
+        "tests/peers/ts_client_mrtr.mjs",
+        mode,
+        args,
+    )
+}
+
+/// Runs a client script in `mode` with `args`, then the two tools both clients call.
+fn mrtr_client(program: &std::path::Path, script: &str, mode: &str, args: &[&str]) -> Value {
     let tools = json!([
         ["fx__test_elicitation", {"message": "Who are you?", "state_rounds": 1}],
         ["fx__test_sampling", {"prompt": "Say hi", "rounds": 2}],
@@ -308,11 +318,7 @@ fn ts_client(mode: &str, args: &[&str]) -> Value {
         .copied()
         .chain([tools.as_str()])
         .collect();
-    peer_script(
-        "node",
-        &repo().join("tests/peers/ts_client_mrtr.mjs"),
-        &args,
-    )
+    peer_script(program, &repo().join(script), &args)
 }
 
 fn check_ts(seen: &Value, protocol: &str) {
@@ -339,21 +345,11 @@ fn check_ts(seen: &Value, protocol: &str) {
 }
 
 fn py_client(mode: &str, args: &[&str]) -> Value {
-    let tools = json!([
-        ["fx__test_elicitation", {"message": "Who are you?", "state_rounds": 1}],
-        ["fx__test_sampling", {"prompt": "Say hi", "rounds": 2}],
-    ])
-    .to_string();
-    let args: Vec<&str> = [mode]
-        .iter()
-        .chain(args)
-        .copied()
-        .chain([tools.as_str()])
-        .collect();
-    peer_script(
-        peers().join("venv/bin/python"),
-        &repo().join("tests/peers/py_client_mrtr.py"),
-        &args,
+    mrtr_client(
+        &peers().join("venv/bin/python"),
+        "tests/peers/py_client_mrtr.py",
+        mode,
+        args,
     )
 }
 

@@ -182,6 +182,23 @@ impl Stdio2026 {
         })
     }
 
+    /// Waits for Corral's answer to listen `id` as it ends, and checks it also
+    /// cancelled the listen upstream (`notifications/cancelled` went by on stdio).
+    fn ended_and_cancelled(&mut self, id: &str) {
+        let end = self.until(&format!("the answer to listen {id}"), |m| {
+            is_response(m, &json!(id))
+        });
+        assert_eq!(end["result"]["resultType"], "complete", "{end}");
+        assert_eq!(end["result"]["_meta"][SUB], id, "{end}");
+        assert!(
+            self.seen
+                .iter()
+                .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == id),
+            "{:#?}",
+            self.seen
+        );
+    }
+
     /// The notifications tagged with `sub` seen from `from` on.
     fn tagged(&self, from: usize, sub: &str) -> Vec<&Value> {
         self.seen[from..]
@@ -325,16 +342,7 @@ fn stdio_listens_are_acknowledged_tagged_independent_and_ended() {
 
     // The agent goes: Corral answers the open listen and, on stdio, cancels it.
     drop(c.stdin.take());
-    let end = c.until("the answer to listen b", |m| is_response(m, &json!("b")));
-    assert_eq!(end["result"]["resultType"], "complete", "{end}");
-    assert_eq!(end["result"]["_meta"][SUB], "b", "{end}");
-    assert!(
-        c.seen
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == "b"),
-        "{:#?}",
-        c.seen
-    );
+    c.ended_and_cancelled("b");
     assert!(
         !c.seen.iter().any(|m| is_response(m, &json!("a"))),
         "a cancelled listen is not answered: {:#?}",
@@ -505,16 +513,7 @@ fn a_stopping_corral_answers_open_listens() {
     unsafe {
         libc::kill(c.child.id() as i32, libc::SIGTERM);
     }
-    let end = c.until("the answer to listen z", |m| is_response(m, &json!("z")));
-    assert_eq!(end["result"]["resultType"], "complete", "{end}");
-    assert_eq!(end["result"]["_meta"][SUB], "z", "{end}");
-    assert!(
-        c.seen
-            .iter()
-            .any(|m| m["method"] == "notifications/cancelled" && m["params"]["requestId"] == "z"),
-        "{:#?}",
-        c.seen
-    );
+    c.ended_and_cancelled("z");
 }
 
 /// The TypeScript client 2.4 pinned to 2026-07-28 opens a listen (`client.listen`) and
