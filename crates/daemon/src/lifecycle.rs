@@ -157,6 +157,7 @@ pub async fn run(
     // Never dropped: each is an event, and a warning in `corral ps` for as long as the
     // daemon runs.
     sopts.remote_program = opts.guard_exe.clone();
+    sopts.project_root = Some(config.root.clone());
     let containment = sopts.contain(opts.guard_exe.as_deref());
     for problem in &containment {
         bus.emit(

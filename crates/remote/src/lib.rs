@@ -23,6 +23,7 @@
 //!   reconnects with backoff and its death event carries the cause.
 
 mod http;
+pub mod oauth;
 
 use bytes::Bytes;
 use corral_httpd::sse;
@@ -47,6 +48,9 @@ pub const ENV_URL: &str = "CORRAL_REMOTE_URL";
 pub const ENV_HEADERS: &str = "CORRAL_REMOTE_HEADERS";
 /// The server's name, for messages.
 pub const ENV_NAME: &str = "CORRAL_REMOTE_NAME";
+/// The project's directory: with the name and URL, it finds the server's OAuth
+/// credentials ([`oauth::store`]).
+pub const ENV_PROJECT: &str = "CORRAL_REMOTE_PROJECT";
 /// `http` (Streamable HTTP only), `sse` (the 2024-11-05 HTTP+SSE transport only), or
 /// unset: Streamable HTTP, falling back to HTTP+SSE as the specification says (a 404 or
 /// 405 to the first POST, then a GET that opens an event stream with an `endpoint`).
@@ -65,6 +69,7 @@ pub struct Config {
     pub url: String,
     pub headers: Vec<(String, String)>,
     pub transport: Transport,
+    pub project: Option<std::path::PathBuf>,
 }
 
 /// Which HTTP transport the server speaks.
@@ -104,6 +109,7 @@ impl Config {
             url,
             headers,
             transport,
+            project: std::env::var_os(ENV_PROJECT).map(Into::into),
         })
     }
 }
@@ -145,9 +151,10 @@ async fn run(cfg: Config) -> ExitCode {
         }
     };
     let (out_tx, mut out_rx) = mpsc::unbounded_channel::<String>();
-    let (fatal_tx, mut fatal_rx) = mpsc::unbounded_channel::<String>();
+    let (fatal_tx, mut fatal_rx) = mpsc::unbounded_channel::<(String, u8)>();
     *bridge.out.lock().unwrap() = Some(out_tx);
     *bridge.fatal.lock().unwrap() = Some(fatal_tx);
+    bridge.clone().keep_fresh();
     let writer = tokio::spawn(async move {
         let mut stdout = tokio::io::stdout();
         while let Some(line) = out_rx.recv().await {
@@ -203,10 +210,9 @@ async fn run(cfg: Config) -> ExitCode {
                 }
             },
             why = fatal_rx.recv() => {
-                if let Some(why) = why {
-                    eprintln!("corral: {who}: {why}");
-                }
-                break ExitCode::from(1);
+                let (why, code) = why.unwrap_or_else(|| ("ended".into(), 1));
+                eprintln!("corral: {who}: {why}");
+                break ExitCode::from(code);
             }
         }
     };
@@ -306,7 +312,7 @@ fn header_text(s: &str) -> Option<HeaderValue> {
     HeaderValue::from_str(&format!("=?base64?{}?=", base64(s.as_bytes()))).ok()
 }
 
-fn base64(bytes: &[u8]) -> String {
+pub(crate) fn base64(bytes: &[u8]) -> String {
     const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for c in bytes.chunks(3) {
@@ -351,7 +357,10 @@ struct Bridge {
     /// exchange.
     inflight: Mutex<HashMap<String, (AbortHandle, bool)>>,
     out: Mutex<Option<mpsc::UnboundedSender<String>>>,
-    fatal: Mutex<Option<mpsc::UnboundedSender<String>>>,
+    fatal: Mutex<Option<mpsc::UnboundedSender<(String, u8)>>>,
+    /// The server's OAuth credentials (none when `headers` set `Authorization`);
+    /// `Err`: why they cannot be had (no place for a store, an untrusted record).
+    creds: Result<Arc<oauth::credentials::Credentials>, String>,
     /// How the server is spoken to: [`MODE_UNKNOWN`] until its first answer decides.
     mode: std::sync::atomic::AtomicU8,
     /// HTTP+SSE: where messages are POSTed (the stream's `endpoint`); one opening at a
@@ -377,6 +386,8 @@ enum Failure {
     Unreachable(String),
     /// The session expired (404 on `Mcp-Session-Id`).
     Expired,
+    /// The server wants OAuth credentials Corral does not have (why): `corral auth`.
+    NeedsAuth(String),
     /// The first POST was refused with 404 or 405 (why, in words): maybe a server of the
     /// HTTP+SSE transport.
     NotStreamable(String),
@@ -397,7 +408,17 @@ impl Bridge {
                 .map_err(|_| format!("the value of header {k:?} is not valid in HTTP"))?;
             headers.append(name, value);
         }
+        // Configured credentials win: OAuth only for a server without them.
+        let creds = if headers.contains_key(hyper::header::AUTHORIZATION) {
+            Err("its `headers` set Authorization, which Corral sends as it is".to_owned())
+        } else {
+            let project = cfg.project.clone().unwrap_or_default();
+            oauth::store::Store::of(&project, &cfg.name, &cfg.url)
+                .and_then(oauth::credentials::Credentials::open)
+                .map(Arc::new)
+        };
         Ok(Bridge {
+            creds,
             name: cfg.name,
             url,
             http,
@@ -425,9 +446,38 @@ impl Bridge {
     }
 
     fn die(&self, why: String) {
+        self.exit(why, 1);
+    }
+
+    fn exit(&self, why: String, code: u8) {
         if let Some(f) = &*self.fatal.lock().unwrap() {
-            let _ = f.send(why);
+            let _ = f.send((why, code));
         }
+    }
+
+    /// The server needs `corral auth NAME`: every request waiting is answered so, and this
+    /// process ends with [`oauth::EXIT_NEEDS_AUTH`] (the supervisor holds the server in
+    /// `needs_auth` rather than restarting it). The handshake is not answered: the exit
+    /// says it.
+    fn needs_auth(&self, why: &str) {
+        let sentence = oauth::needs_auth_sentence(&self.name, why);
+        let waiting: Vec<(String, (AbortHandle, bool))> =
+            self.inflight.lock().unwrap().drain().collect();
+        let init = self
+            .session
+            .lock()
+            .unwrap()
+            .initialize
+            .as_ref()
+            .and_then(|i| i.id.clone());
+        for (id, (task, _)) in waiting {
+            task.abort();
+            if Some(&id) != init.as_ref() {
+                let error = serde_json::json!({"code": -32000, "message": sentence});
+                self.emit(format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{error}}}"#));
+            }
+        }
+        self.exit(sentence, oauth::EXIT_NEEDS_AUTH);
     }
 
     /// Sends one message from the supervisor on its way.
@@ -521,6 +571,10 @@ impl Bridge {
                     .to_owned()
             }
             Err(Failure::NotStreamable(why)) => why,
+            Err(Failure::NeedsAuth(why)) => {
+                self.needs_auth(&why);
+                return;
+            }
             Err(Failure::Unreachable(why)) => {
                 self.answer_error(&msg, &why);
                 if self.reached.load(std::sync::atomic::Ordering::Acquire) {
@@ -777,8 +831,75 @@ impl Bridge {
             .header("accept", "application/json, text/event-stream")
     }
 
-    /// Sends `req`; a server that cannot be reached is said so with its URL.
+    /// Sends `req` with the server's OAuth token when it has one. A 401 with an OAuth
+    /// challenge gets newer tokens (one refresh, shared with every other request) and
+    /// one retry; without tokens, or when the grant is gone, the server needs
+    /// `corral auth`. A 403 `insufficient_scope` is remembered for the next `corral
+    /// auth` and refuses this request only.
     async fn send(&self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, Failure> {
+        let creds = match &self.creds {
+            Ok(c) if same_origin(req.uri(), &self.url) => Some(c),
+            _ => None,
+        };
+        let Some(creds) = creds else {
+            let resp = self.send_once(req).await?;
+            if let Err(why) = &self.creds
+                && resp.status() == StatusCode::UNAUTHORIZED
+                && bearer_challenge(&resp).is_some()
+                && !self.headers.contains_key(hyper::header::AUTHORIZATION)
+            {
+                return Err(Failure::NeedsAuth(why.clone()));
+            }
+            return Ok(resp);
+        };
+        let again = copy(&req);
+        let (bearer, generation) = creds.bearer();
+        let resp = self.send_once(with_bearer(req, bearer.clone())).await?;
+        match resp.status() {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::FORBIDDEN => {
+                if let Some(c) = bearer_challenge(&resp)
+                    && c.error.as_deref() == Some("insufficient_scope")
+                {
+                    let scope = c.scope.unwrap_or_default();
+                    creds.want_scope(&scope);
+                    return Err(Failure::Answer(format!(
+                        "server '{}' needs more authorization for this (scope \"{scope}\"): run                          `corral auth {}` to grant it",
+                        self.name, self.name
+                    )));
+                }
+                return Ok(resp);
+            }
+            _ => return Ok(resp),
+        }
+        if bearer_challenge(&resp).is_none() {
+            return Ok(resp); // not OAuth: the refusal says what the server wants
+        }
+        if bearer.is_none() {
+            return Err(Failure::NeedsAuth("no credentials yet".into()));
+        }
+        match creds.renew(generation).await {
+            Ok(()) => {}
+            Err(oauth::Refused::Rejected(why)) => return Err(Failure::NeedsAuth(why)),
+            Err(oauth::Refused::Transient(why)) => {
+                return Err(Failure::Answer(format!(
+                    "server '{}' refused its token, and getting a new one failed: {why} (tried \
+                     again on the next request)",
+                    self.name
+                )));
+            }
+        }
+        let resp = self.send_once(with_bearer(again, creds.bearer().0)).await?;
+        if resp.status() == StatusCode::UNAUTHORIZED {
+            return Err(Failure::NeedsAuth(
+                "the server refused a freshly refreshed token".into(),
+            ));
+        }
+        Ok(resp)
+    }
+
+    /// Sends `req` once; a server that cannot be reached is said so with its URL.
+    async fn send_once(&self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, Failure> {
         match self.http.send(req).await {
             Ok(r) => {
                 self.reached
@@ -790,6 +911,40 @@ impl Bridge {
                 self.url
             ))),
         }
+    }
+
+    /// Refreshes the server's tokens before they expire, while this process carries its
+    /// traffic; a refresh that fails for a while is tried again (1 s doubling to 60 s),
+    /// a grant that is gone ends in `needs_auth`.
+    fn keep_fresh(self: Arc<Self>) {
+        let Ok(creds) = self.creds.clone() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let mut wait = Duration::from_secs(1);
+            while let Some(at) = creds.refresh_due() {
+                let now = oauth::store::now();
+                let pause = Duration::from_secs(at.saturating_sub(now)).max(Duration::from_secs(1));
+                tokio::time::sleep(pause).await;
+                if creds.refresh_due().is_none_or(|a| a > oauth::store::now()) {
+                    continue; // refreshed meanwhile (a 401, another process)
+                }
+                match creds.renew(creds.bearer().1).await {
+                    Ok(()) => wait = Duration::from_secs(1),
+                    Err(oauth::Refused::Rejected(why)) => return self.needs_auth(&why),
+                    Err(oauth::Refused::Transient(why)) => {
+                        eprintln!(
+                            "corral: remote server '{}': refreshing its token failed: {why}; \
+                             trying again in {} s",
+                            self.name,
+                            wait.as_secs()
+                        );
+                        tokio::time::sleep(wait).await;
+                        wait = (wait * 2).min(Duration::from_secs(60));
+                    }
+                }
+            }
+        });
     }
 
     /// The session's GET stream (server-initiated messages), kept open while the
@@ -1071,6 +1226,38 @@ impl Bridge {
     }
 }
 
+/// A response's OAuth (`Bearer`) challenge, if it has one.
+fn bearer_challenge(resp: &Response<Incoming>) -> Option<oauth::challenge::Bearer> {
+    let values = resp
+        .headers()
+        .get_all(hyper::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    oauth::challenge::bearer(values).ok()
+}
+
+/// Whether `a` and `b` are on one origin (the token's audience is the server's origin).
+fn same_origin(a: &Uri, b: &Uri) -> bool {
+    a.scheme() == b.scheme() && a.authority() == b.authority()
+}
+
+fn with_bearer(mut req: Request<Full<Bytes>>, bearer: Option<HeaderValue>) -> Request<Full<Bytes>> {
+    if let Some(b) = bearer {
+        req.headers_mut().insert(hyper::header::AUTHORIZATION, b);
+    }
+    req
+}
+
+/// A request again (its body is in memory), for the one retry after a refresh.
+fn copy(req: &Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+    let mut c = Request::new(req.body().clone());
+    *c.method_mut() = req.method().clone();
+    *c.uri_mut() = req.uri().clone();
+    *c.version_mut() = req.version();
+    *c.headers_mut() = req.headers().clone();
+    c
+}
+
 /// The HTTP+SSE `endpoint` event's URI, resolved against the server's URL; one on
 /// another origin is refused (the configured headers, credentials among them, must not
 /// go there).
@@ -1166,7 +1353,7 @@ fn single_line(mut data: String) -> String {
 }
 
 /// The start of a body, for an error message.
-fn quote(body: &[u8]) -> String {
+pub(crate) fn quote(body: &[u8]) -> String {
     let text = String::from_utf8_lossy(&body[..body.len().min(QUOTED)]);
     let text: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if body.len() > QUOTED {

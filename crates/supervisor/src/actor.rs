@@ -54,6 +54,9 @@ pub enum Phase {
     Failed,
     /// The crash-loop breaker tripped after `crashes` deaths.
     GaveUp { crashes: u32 },
+    /// A remote server that needs `corral auth NAME`: not restarted until started again
+    /// (which `corral auth` does).
+    NeedsAuth,
 }
 
 /// A [`Phase`] without its data: what listings show and callers match on.
@@ -66,6 +69,7 @@ pub enum State {
     Stopped,
     Failed,
     GaveUp,
+    NeedsAuth,
 }
 
 impl State {
@@ -78,6 +82,7 @@ impl State {
             State::Stopped => "stopped",
             State::Failed => "failed",
             State::GaveUp => "gave_up",
+            State::NeedsAuth => "needs_auth",
         }
     }
 }
@@ -91,6 +96,7 @@ impl Phase {
             Phase::Stopped => State::Stopped,
             Phase::Failed => State::Failed,
             Phase::GaveUp { .. } => State::GaveUp,
+            Phase::NeedsAuth => State::NeedsAuth,
         }
     }
 
@@ -392,6 +398,12 @@ pub(crate) trait Role: Send + Sync + 'static {
     /// probe is started again and spoken to in the legacy way; see `server.rs`).
     fn respawn_at_once(&self) -> bool {
         false
+    }
+
+    /// Asked when a run ended: `Some(why)` when it ended because it needs authorization
+    /// (a remote server's bridge exited saying so): held in `NeedsAuth`, not restarted.
+    fn needs_auth(&self, _status: Option<ExitStatus>) -> Option<String> {
+        None
     }
 }
 
@@ -798,11 +810,19 @@ impl<R: Role> Actor<R> {
                 RestartPolicy::OnFailure => !clean,
                 RestartPolicy::Always => true,
             };
-        let next = if !restart {
+        let needs_auth = self.role.needs_auth(death.status);
+        let next = if needs_auth.is_some() {
+            Phase::NeedsAuth
+        } else if !restart {
             if clean { Phase::Stopped } else { Phase::Failed }
         } else {
             self.next_attempt(death.uptime, policy.crash_loop)
         };
+        let mut death = death;
+        if let Some(why) = needs_auth {
+            death.reason = why;
+            death.event = death.event.with("needs_auth", true);
+        }
         let tail = self.role.tail(EVENT_TAIL_LINES);
         let unit = self.unit();
         let mut ev = death.event.with("reason", death.reason.clone());

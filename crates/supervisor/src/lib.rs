@@ -109,6 +109,9 @@ pub struct SupervisorOptions {
     /// __remote` (Corral's own binary: `corral_remote`); `None`: remote servers cannot
     /// start, and say so.
     pub remote_program: Option<PathBuf>,
+    /// The project's directory, which (with a remote server's name and URL) finds its
+    /// OAuth credentials.
+    pub project_root: Option<PathBuf>,
 }
 
 /// A notification callback, installable after the supervisor started.
@@ -136,6 +139,7 @@ impl SupervisorOptions {
             on_notification: None,
             alerts: None,
             remote_program: None,
+            project_root: None,
         }
     }
 }

@@ -193,6 +193,8 @@ struct Shared {
     listen_uris: watch::Sender<crate::listen::Uris>,
     /// See [`SupervisorOptions::remote_program`](crate::SupervisorOptions).
     remote_program: Option<std::path::PathBuf>,
+    /// See [`SupervisorOptions::project_root`](crate::SupervisorOptions).
+    project_root: Option<std::path::PathBuf>,
 }
 
 /// What tells whether an instance that exited during the probe had read it.
@@ -283,7 +285,7 @@ impl Role for Shared {
                         "remote (url) servers run only under the corral binary".into(),
                     ));
                 };
-                let env = BTreeMap::from([
+                let mut env = BTreeMap::from([
                     ("CORRAL_REMOTE_URL".to_owned(), url.clone()),
                     (
                         "CORRAL_REMOTE_HEADERS".to_owned(),
@@ -295,6 +297,9 @@ impl Role for Shared {
                         transport.as_str().to_owned(),
                     ),
                 ]);
+                if let Some(root) = self.project_root.as_deref().and_then(|p| p.to_str()) {
+                    env.insert("CORRAL_REMOTE_PROJECT".to_owned(), root.to_owned());
+                }
                 let spec = SpawnSpec {
                     command: program,
                     args: &["__remote".to_owned()],
@@ -391,6 +396,22 @@ impl Role for Shared {
         }
     }
 
+    /// A remote server's bridge that exited with [`REMOTE_NEEDS_AUTH_EXIT`]: its last
+    /// word on stderr says why and which command to run.
+    fn needs_auth(&self, status: Option<std::process::ExitStatus>) -> Option<String> {
+        let remote = matches!(self.cfg.transport, corral_config::Transport::Http { .. });
+        if !remote || status.and_then(|s| s.code()) != Some(REMOTE_NEEDS_AUTH_EXIT) {
+            return None;
+        }
+        let said = self.tail(5).iter().rev().find_map(|l| {
+            l.find("needs authorization")
+                .map(|i| l[i..].trim().to_owned())
+        });
+        Some(said.unwrap_or_else(|| {
+            format!("needs authorization: run `corral auth {}`", self.unit.name)
+        }))
+    }
+
     /// Some legacy servers exit on any request before `initialize`: one that exited
     /// while the `server/discover` probe waited is spawned again at once and
     /// initialized without the probe (once; its next spawn probes again).
@@ -440,6 +461,7 @@ impl ServerHandle {
             probe_pipe: Mutex::new(None),
             listen_uris: watch::channel(Arc::new(Vec::new())).0,
             remote_program: opts.remote_program.clone(),
+            project_root: opts.project_root.clone(),
         });
         let (ctl, task) = actor::start(shared.clone(), cancel, autostart);
         (ServerHandle { shared, ctl }, task)
@@ -779,6 +801,7 @@ impl ServerHandle {
                 ServerState::Stopped => "stopped",
                 ServerState::Failed => "down",
                 ServerState::GaveUp => "down (gave up after repeated crashes)",
+                ServerState::NeedsAuth => "waiting for authorization",
             },
             since: humantime::format_rfc3339_seconds(s.since).to_string(),
             detail: s.last_error.clone().unwrap_or_else(|| {
@@ -868,6 +891,10 @@ impl StdoutSink for InstanceSink {
         }
     }
 }
+
+/// The exit code of a remote server's bridge (`corral __remote`) when the server needs
+/// `corral auth NAME` (`corral_remote::oauth::EXIT_NEEDS_AUTH`; EX_NOPERM).
+pub const REMOTE_NEEDS_AUTH_EXIT: i32 = 77;
 
 /// The message for a server that answers with LSP-style framing.
 pub const FRAMING_MESSAGE: &str =

@@ -1,5 +1,6 @@
 //! One module per command; [`dispatch`] is the single `match`.
 
+mod auth;
 mod call;
 mod check;
 mod ctl;
@@ -61,6 +62,12 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             lines,
             json,
         } => ctl::logs(config, &name, follow, lines, json).await,
+        Command::Auth {
+            name,
+            logout,
+            no_browser,
+            wait,
+        } => auth::auth(config, &name, logout, !no_browser, wait).await,
         Command::Restart { name, json } => ctl::lifecycle(config, "restart", &name, json).await,
         Command::Stop { name, json } => ctl::lifecycle(config, "stop", &name, json).await,
         Command::Start { name, json } => ctl::lifecycle(config, "start", &name, json).await,

@@ -57,8 +57,14 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
         let st = h.status();
         let mut found = alerts_of(&source);
         let down = down_state(st.state).then(|| {
-            let decisive = take_decisive(&mut found, st.run_started);
-            let category = if st.ready_at.is_some() || st.tool_count > 0 {
+            // Waiting for `corral auth`: the reason names the command; no output line
+            // says it better.
+            let decisive = (st.state != State::NeedsAuth)
+                .then(|| take_decisive(&mut found, st.run_started))
+                .flatten();
+            let category = if st.state == State::NeedsAuth {
+                "needs_auth"
+            } else if st.ready_at.is_some() || st.tool_count > 0 {
                 "crash"
             } else {
                 "start_failed"
@@ -200,7 +206,10 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
 
 /// States in which a server or process is broken now (a stop on request is not).
 fn down_state(state: State) -> bool {
-    matches!(state, State::Failed | State::GaveUp | State::Backoff)
+    matches!(
+        state,
+        State::Failed | State::GaveUp | State::Backoff | State::NeedsAuth
+    )
 }
 
 /// Takes out the alert that says why a run died: the newest error alert of that run.

@@ -21,7 +21,7 @@ pub fn definition(b: Builtin) -> Value {
     match b {
         Builtin::Servers => json!({
             "description": "Corral: every MCP server behind this endpoint with its state \
-                (ready, starting, backoff, failed, stopped, gave_up), pid, uptime, restarts, \
+                (ready, starting, backoff, failed, stopped, gave_up, needs_auth), pid, uptime, restarts, \
                 last error and tool count. Start here when a tool fails. The project's dev \
                 processes (dev servers, watchers, test runners) are listed by `{processes}`.",
             "inputSchema": {"type": "object", "properties": {}},
