@@ -561,3 +561,313 @@ fn a_call_needing_more_scope_asks_for_step_up_and_the_next_auth_grants_it() {
     let (code, out, err) = s.call("admin");
     assert_eq!(code, 0, "{out}\n{err}");
 }
+
+/// What a hostile server answers: status, extra headers, body.
+type Answer = (u16, Vec<(String, String)>, String);
+
+/// A server on 127.0.0.1 answering each request with `answer(method, path)`; it records
+/// the paths it was asked for. Stops when dropped (its thread ends with the process).
+struct Hostile {
+    base: String,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Hostile {
+    fn start(answer: impl Fn(&str, &str, &str) -> Answer + Send + 'static) -> Hostile {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (seen, me) = (asked.clone(), base.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                let _ = reader.read_line(&mut head);
+                let mut length = 0;
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let mut parts = head.split_whitespace();
+                let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+                seen.lock().unwrap().push(path.to_owned());
+                let (status, headers, text) = answer(&me, method, path);
+                let mut out = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    text.len()
+                );
+                for (k, v) in headers {
+                    out.push_str(&format!("{k}: {v}\r\n"));
+                }
+                out.push_str("\r\n");
+                let _ = stream.write_all(out.as_bytes());
+                let _ = stream.write_all(text.as_bytes());
+            }
+        });
+        Hostile { base, asked }
+    }
+
+    fn asked(&self) -> Vec<String> {
+        self.asked.lock().unwrap().clone()
+    }
+}
+
+fn json(status: u16, body: Value) -> Answer {
+    (
+        status,
+        vec![("Content-Type".into(), "application/json".into())],
+        body.to_string(),
+    )
+}
+
+/// Metadata that lies or points where credentials must not go: `corral auth` refuses it
+/// with the reason, before registering anything or opening a browser.
+#[test]
+fn hostile_metadata_is_refused_with_the_reason_before_anything_is_sent() {
+    type Case = (
+        &'static str,
+        fn(&str) -> Value,
+        fn(&str) -> Value,
+        &'static str,
+    );
+    fn good_prm(base: &str) -> Value {
+        serde_json::json!({"resource": format!("{base}/mcp"), "authorization_servers": [base]})
+    }
+    fn good_as(base: &str) -> Value {
+        serde_json::json!({"issuer": base, "authorization_endpoint": format!("{base}/authorize"),
+            "token_endpoint": format!("{base}/token"), "registration_endpoint": format!("{base}/register"),
+            "code_challenge_methods_supported": ["S256"], "response_types_supported": ["code"]})
+    }
+    let cases: Vec<Case> = vec![
+        (
+            "resource metadata for another server",
+            |_| serde_json::json!({"resource": "https://evil.example/mcp", "authorization_servers": ["https://evil.example"]}),
+            good_as,
+            "not trusted",
+        ),
+        (
+            "metadata of another issuer",
+            good_prm,
+            |base| {
+                let mut m = good_as(base);
+                m["issuer"] = "https://evil.example".into();
+                m
+            },
+            "not trusted",
+        ),
+        (
+            "no PKCE",
+            good_prm,
+            |base| {
+                let mut m = good_as(base);
+                m.as_object_mut()
+                    .unwrap()
+                    .remove("code_challenge_methods_supported");
+                m
+            },
+            "PKCE",
+        ),
+        (
+            "plain PKCE only",
+            good_prm,
+            |base| {
+                let mut m = good_as(base);
+                m["code_challenge_methods_supported"] = serde_json::json!(["plain"]);
+                m
+            },
+            "PKCE",
+        ),
+        (
+            "a token endpoint at the cloud metadata address",
+            good_prm,
+            |base| {
+                let mut m = good_as(base);
+                m["token_endpoint"] = "https://169.254.169.254/latest/meta-data".into();
+                m
+            },
+            "does not send credentials",
+        ),
+        (
+            "a plain-http authorization server elsewhere",
+            |base| serde_json::json!({"resource": format!("{base}/mcp"), "authorization_servers": ["http://auth.example"]}),
+            good_as,
+            "not an https URL",
+        ),
+        (
+            "garbage resource metadata",
+            |_| serde_json::json!(["not", "metadata"]),
+            good_as,
+            "not RFC 9728",
+        ),
+    ];
+    for (what, prm, meta, says) in cases {
+        let server = Hostile::start(move |base, _, path| match path {
+            "/mcp" => (
+                401,
+                vec![(
+                    "WWW-Authenticate".into(),
+                    format!(r#"Bearer resource_metadata="{base}/prm", scope="read""#),
+                )],
+                String::new(),
+            ),
+            "/prm" => json(200, prm(base)),
+            "/.well-known/oauth-authorization-server" => json(200, meta(base)),
+            _ => json(404, Value::Null),
+        });
+        let p = Project::new(&format!("[servers.web]\nurl = \"{}/mcp\"\n", server.base));
+        let s = Setup {
+            store: p.dir.join(".test-user/oauth"),
+            p,
+        };
+        let (code, out, err) = s.run(&["auth", "web", "--no-browser", "--wait", "5"]);
+        assert_eq!(code, 1, "{what}: {out}");
+        assert!(err.contains(says), "{what}: {err}");
+        assert!(
+            !out.contains("authorize"),
+            "{what}: no address offered: {out}"
+        );
+        let asked = server.asked();
+        assert!(
+            !asked.iter().any(|p| p == "/register" || p == "/token"),
+            "{what}: {asked:?}"
+        );
+    }
+}
+
+/// An oversized metadata document is cut off, not read without end.
+#[test]
+fn oversized_metadata_is_refused() {
+    let server = Hostile::start(|base, _, path| match path {
+        "/mcp" => (
+            401,
+            vec![(
+                "WWW-Authenticate".into(),
+                format!(r#"Bearer resource_metadata="{base}/prm""#),
+            )],
+            String::new(),
+        ),
+        "/prm" => (200, vec![], "x".repeat(2 * 1024 * 1024)),
+        _ => json(404, Value::Null),
+    });
+    let p = Project::new(&format!("[servers.web]\nurl = \"{}/mcp\"\n", server.base));
+    let s = Setup {
+        store: p.dir.join(".test-user/oauth"),
+        p,
+    };
+    let (code, _, err) = s.run(&["auth", "web", "--no-browser", "--wait", "5"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("length limit") || err.contains("reading the answer"),
+        "{err}"
+    );
+}
+
+/// An answer with another flow's state is ignored (the flow goes on waiting); one
+/// naming another issuer is refused (RFC 9207: a mix-up), and nothing is stored.
+#[test]
+fn an_answer_of_another_flow_or_issuer_is_refused() {
+    let provider = Provider::start(&[]);
+    let s = Setup::new(&provider);
+    let mut auth = s
+        .cmd(&["auth", "web", "--no-browser", "--wait", "60"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(auth.stdout.take().unwrap()).lines();
+    let url = loop {
+        let line = out.next().expect("the authorization address").unwrap();
+        if let Some(u) = line.trim().strip_prefix("http://") {
+            break format!("http://{u}");
+        }
+    };
+    let landed = Command::new("node")
+        .arg(repo().join("crates/cli/tests/peers/oauth_login.mjs"))
+        .arg(&url)
+        .arg("--print")
+        .output()
+        .unwrap();
+    let landed = String::from_utf8(landed.stdout).unwrap().trim().to_owned();
+    let replace = |key: &str, value: &str| {
+        let (base, query) = landed.split_once('?').unwrap();
+        let q: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k == key => format!("{k}={value}"),
+                _ => kv.to_owned(),
+            })
+            .collect();
+        format!("{base}?{}", q.join("&"))
+    };
+    let mut stdin = auth.stdin.take().unwrap();
+    writeln!(stdin, "{}", replace("state", "forged")).unwrap();
+    let said = out
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("not this authorization's answer"));
+    assert!(said.is_some(), "a forged state is ignored, the flow waits");
+    writeln!(stdin, "{}", replace("iss", "https%3A%2F%2Fevil.example")).unwrap();
+    let status = auth.wait().unwrap();
+    let mut err = String::new();
+    auth.stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success());
+    assert!(err.contains("mix-up"), "{err}");
+    assert!(
+        !s.store.exists()
+            || std::fs::read_dir(&s.store)
+                .unwrap()
+                .all(|e| { !e.unwrap().path().extension().is_some_and(|x| x == "json") }),
+        "nothing stored"
+    );
+    // The code was never redeemed.
+    assert!(provider.log("token").is_empty());
+}
+
+/// A token endpoint that answers garbage is a passing failure, not a revoked grant: the
+/// server is retried with backoff (not `needs_auth`), the reason is shown, and the
+/// stored grant is kept.
+#[test]
+fn garbage_from_the_token_endpoint_is_not_taken_for_a_revoked_grant() {
+    let provider = Provider::start(&[]);
+    let s = Setup::new(&provider);
+    assert_eq!(s.auth().0, 0);
+    let garbage = Hostile::start(|_, _, _| {
+        (
+            200,
+            vec![("Content-Type".into(), "text/html".into())],
+            "<html>maintenance</html>".into(),
+        )
+    });
+    // The stored token no longer works, and refreshing it meets the garbage.
+    let (file, mut record) = s.record();
+    record["tokens"]["access"] = "revoked-elsewhere".into();
+    record["token_endpoint"] = format!("{}/token", garbage.base).into();
+    std::fs::write(&file, record.to_string()).unwrap();
+    assert_eq!(s.run(&["up", "-d"]).0, 0);
+    let mut row = Value::Null;
+    wait_until("the refresh failure shown", || {
+        row = s.row();
+        row["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("not a token response"))
+    });
+    assert_ne!(row["state"], "needs_auth", "{row}");
+    let (_, record) = s.record();
+    assert!(
+        record["tokens"]["refresh"].is_string(),
+        "the grant is kept: {record}"
+    );
+}

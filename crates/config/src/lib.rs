@@ -85,9 +85,9 @@ pub use discover::{discover, discover_with};
 pub use error::{ConfigError, Problem};
 pub use model::{
     Config, CrashLoop, DEFAULT_OUTPUT_RING, DEFAULT_READY_TIMEOUT, Format, GatewayConfig, HttpAuth,
-    Listen, LogPattern, MAX_OUTPUT_RING, MIN_OUTPUT_RING, ProcessCommand, ProcessConfig,
-    ProxyConfig, Readiness, ReadyCheck, RemoteTransport, RestartPolicy, ServerConfig, ToolFilter,
-    ToolPrefix, Transport,
+    Listen, LogPattern, MAX_OUTPUT_RING, MIN_OUTPUT_RING, OAuthClient, ProcessCommand,
+    ProcessConfig, ProxyConfig, Readiness, ReadyCheck, RemoteTransport, RestartPolicy,
+    ServerConfig, ToolFilter, ToolPrefix, Transport,
 };
 pub use suggest::closest;
 pub use template::{InitTemplate, init_template};

@@ -186,7 +186,20 @@ pub enum Transport {
         headers: BTreeMap<String, String>,
         /// Which HTTP transport (`transport` in corral.toml, `type` in JSON configs).
         transport: RemoteTransport,
+        /// A client registered by hand with the server's authorization server
+        /// (`[servers.NAME.oauth]`); otherwise `corral auth` registers one.
+        oauth: OAuthClient,
     },
+}
+
+/// `[servers.NAME.oauth]`: the OAuth client to authorize as, and the scope to ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OAuthClient {
+    pub client_id: Option<String>,
+    /// A secret (from `${env:…}`, say): redacted like `headers`.
+    pub client_secret: Option<String>,
+    /// Scopes to ask for (space-separated) instead of those the server names.
+    pub scope: Option<String>,
 }
 
 /// Which HTTP transport a remote server speaks.

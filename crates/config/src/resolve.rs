@@ -197,6 +197,7 @@ impl Resolver<'_> {
                 url,
                 headers,
                 transport,
+                oauth,
             } => {
                 let url = self.url(url, &["http://", "https://"], "http://127.0.0.1:9000/mcp");
                 let mut values = BTreeMap::new();
@@ -210,10 +211,23 @@ impl Resolver<'_> {
                         values.insert(name.clone(), value);
                     }
                 }
+                let mut client = crate::model::OAuthClient::default();
+                for (key, text) in oauth {
+                    let value = self.value(text);
+                    match key.as_str() {
+                        "client_id" => client.client_id = value,
+                        "client_secret" => {
+                            secrets.extend(value.clone());
+                            client.client_secret = value;
+                        }
+                        _ => client.scope = value,
+                    }
+                }
                 Transport::Http {
                     url: url?,
                     headers: values,
                     transport: *transport,
+                    oauth: client,
                 }
             }
         };

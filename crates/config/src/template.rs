@@ -76,6 +76,9 @@ const EXAMPLES: &str = r#"
 # url = "http://127.0.0.1:9000/mcp"
 # headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }   # values are redacted in logs
 # transport = "auto"             # or "http" (Streamable HTTP only), "sse" (HTTP+SSE only)
+# Behind OAuth: nothing to set; `corral auth search` signs in once for every agent.
+# oauth = { client_id = "…", client_secret = "${env:SEARCH_SECRET}", scope = "read" }
+#                                # only for a client registered by hand
 
 # A dev process: its output kept and scanned for errors.
 # [processes.web]
@@ -209,6 +212,7 @@ fn render_server(out: &mut String, server: &RawServer, root: &Path) {
             url,
             headers,
             transport,
+            oauth,
         } => {
             out.push_str(&format!("url = {}\n", text(url)));
             if !headers.is_empty() {
@@ -216,6 +220,9 @@ fn render_server(out: &mut String, server: &RawServer, root: &Path) {
             }
             if *transport != crate::RemoteTransport::Auto {
                 out.push_str(&format!("transport = {:?}\n", transport.as_str()));
+            }
+            if !oauth.is_empty() {
+                out.push_str(&format!("oauth = {}\n", map(oauth)));
             }
         }
     }

@@ -521,6 +521,32 @@ fn a_remote_servers_transport_is_read_checked_and_kept_to_remote_servers() {
 }
 
 #[test]
+fn a_remote_servers_oauth_client_is_read_its_secret_redacted_and_kept_to_remote_servers() {
+    let toml = "[servers.r]\nurl = \"https://x/mcp\"\n[servers.r.oauth]\nclient_id = \"corral-1\"\nclient_secret = \"${env:SEARCH_TOKEN}\"\nscope = \"read write\"\n";
+    let c = load_str(Path::new("/p/corral.toml"), toml, &env).unwrap();
+    let s = c.server("r").unwrap();
+    let Transport::Http { oauth, .. } = &s.transport else {
+        panic!("stdio")
+    };
+    assert_eq!(oauth.client_id.as_deref(), Some("corral-1"));
+    assert_eq!(oauth.scope.as_deref(), Some("read write"));
+    let secret = oauth.client_secret.clone().unwrap();
+    assert!(
+        s.secrets.contains(&secret),
+        "the secret is redacted like headers"
+    );
+    assert!(!s.redact(&format!("it is {secret}")).contains(&secret));
+    let p = problem("[servers.r]\nurl = \"https://x/mcp\"\noauth = { client = \"a\" }\n");
+    assert_eq!(p.key, "servers.r.oauth.client");
+    assert!(
+        p.message.contains("client_id, client_secret, scope"),
+        "{p:?}"
+    );
+    let p = problem("[servers.s]\ncommand = \"a\"\noauth = { client_id = \"a\" }\n");
+    assert!(p.message.contains("only to remote servers"), "{p:?}");
+}
+
+#[test]
 fn json_syntax_error_is_located() {
     let err = load_str(
         Path::new("/p/.mcp.json"),

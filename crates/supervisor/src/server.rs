@@ -279,6 +279,7 @@ impl Role for Shared {
                 url,
                 headers,
                 transport,
+                ..
             } => {
                 let Some(program) = self.remote_program.as_deref().and_then(|p| p.to_str()) else {
                     return Err(SpawnFailure::Permanent(

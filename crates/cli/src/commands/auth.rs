@@ -3,7 +3,7 @@
 use crate::{CmdResult, Failure, project};
 use corral_config::Transport;
 use corral_daemon::protocol::Request;
-use corral_remote::oauth::{Configured, flow};
+use corral_remote::oauth::flow;
 use std::path::Path;
 use std::time::Duration;
 
@@ -21,7 +21,13 @@ pub async fn auth(
             "'{name}' is a dev process, not a server: only remote (url) servers authorize"
         )));
     };
-    let Transport::Http { url, headers, .. } = &server.transport else {
+    let Transport::Http {
+        url,
+        headers,
+        oauth,
+        ..
+    } = &server.transport
+    else {
         return Err(Failure::Usage(format!(
             "server '{name}' is a stdio server: only remote (url) servers use OAuth"
         )));
@@ -34,7 +40,7 @@ pub async fn auth(
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        configured: Configured::default(),
+        configured: oauth.clone(),
     };
     let said = if logout {
         flow::logout(&target).await

@@ -568,6 +568,17 @@ pub(super) fn env_name_problem(name: &str) -> Option<String> {
     }
 }
 
+/// A key of `[servers.NAME.oauth]`.
+pub(super) fn oauth_key_problem(name: &str) -> Option<String> {
+    const KEYS: [&str; 3] = ["client_id", "client_secret", "scope"];
+    (!KEYS.contains(&name)).then(|| {
+        format!(
+            "unknown OAuth setting {name:?}; the settings are {}",
+            KEYS.join(", ")
+        )
+    })
+}
+
 pub(super) fn header_name_problem(name: &str) -> Option<String> {
     let valid = !name.is_empty()
         && name

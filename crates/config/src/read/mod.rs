@@ -13,7 +13,9 @@ pub use self::fields::name_problem;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
-use self::fields::{Reader, env_name_problem, header_name_problem, join, with_article};
+use self::fields::{
+    Reader, env_name_problem, header_name_problem, join, oauth_key_problem, with_article,
+};
 use crate::Format;
 use crate::alerts::AlertSettings;
 use crate::error::Problem;
@@ -82,6 +84,8 @@ pub(crate) enum RawTransport {
         url: Text,
         headers: Vec<(String, Text)>,
         transport: RemoteTransport,
+        /// `[servers.NAME.oauth]`: `client_id`, `client_secret`, `scope`.
+        oauth: Vec<(String, Text)>,
     },
 }
 
@@ -156,6 +160,7 @@ const TRANSPORT_KEYS: &[&str] = &[
     "url",
     "headers",
     "transport",
+    "oauth",
 ];
 /// corral.toml's `transport` of a remote server.
 const REMOTE_TRANSPORT_CHOICES: &[(&str, RemoteTransport)] = &[
@@ -523,6 +528,7 @@ impl Reader {
         let env = field("env").map(|(n, k)| self.text_map(n, &k, env_name_problem));
         let cwd = field("cwd").and_then(|(n, k)| self.text(n, &k));
         let headers = field("headers").map(|(n, k)| self.text_map(n, &k, header_name_problem));
+        let oauth = field("oauth").map(|(n, k)| self.text_map(n, &k, oauth_key_problem));
         // corral.toml's `transport`, or what a JSON config's `type` says of it.
         let remote_transport = if toml {
             field("transport").and_then(|(n, k)| self.choice(n, &k, REMOTE_TRANSPORT_CHOICES))
@@ -551,6 +557,7 @@ impl Reader {
                 url: url?,
                 headers: headers.unwrap_or_default(),
                 transport: remote_transport.unwrap_or_default(),
+                oauth: oauth.unwrap_or_default(),
             },
         };
         Some(RawServer {
@@ -623,7 +630,7 @@ impl Reader {
         }
         let (foreign, applies): (&[&str], &str) = match kind {
             Kind::Stdio => (
-                &["headers", "transport"],
+                &["headers", "transport", "oauth"],
                 "only to remote servers (those with `url`)",
             ),
             Kind::Http => (

@@ -8,9 +8,10 @@
 
 use super::challenge::{self, Bearer};
 use super::discover::{self, Found};
+use super::net;
 use super::store::{Client, Record, Store};
-use super::{Configured, net};
 use bytes::Bytes;
+use corral_config::OAuthClient;
 use http_body_util::Full;
 use hyper::{Method, Request, Response};
 use oauth2::basic::BasicClient;
@@ -31,7 +32,8 @@ pub struct Target {
     pub name: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
-    pub configured: Configured,
+    /// `[servers.NAME.oauth]`: a client registered by hand, instead of registering one.
+    pub configured: OAuthClient,
 }
 
 impl Target {

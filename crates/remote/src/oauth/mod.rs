@@ -30,18 +30,6 @@ pub fn needs_auth_sentence(name: &str, why: &str) -> String {
     format!("needs authorization ({why}): run `corral auth {name}`")
 }
 
-/// A configured client (`[servers.NAME.oauth]`), used instead of registering one.
-#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-pub struct Configured {
-    #[serde(default)]
-    pub client_id: Option<String>,
-    #[serde(default)]
-    pub client_secret: Option<String>,
-    /// Scopes to ask for instead of the server's.
-    #[serde(default)]
-    pub scope: Option<String>,
-}
-
 /// How a token request failed.
 #[derive(Debug)]
 pub enum Refused {
@@ -149,7 +137,9 @@ fn classify<RE: std::error::Error + 'static>(
             "the token endpoint's answer is not a token response: {}",
             crate::quote(&body)
         )),
-        E::Other(o) => Refused::Transient(format!("the token request failed: {o}")),
+        E::Other(o) => Refused::Transient(format!(
+            "the token endpoint's answer is not a token response ({o})"
+        )),
     }
 }
 
