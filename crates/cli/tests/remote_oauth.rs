@@ -827,9 +827,11 @@ fn an_answer_of_another_flow_or_issuer_is_refused() {
     assert!(err.contains("mix-up"), "{err}");
     assert!(
         !s.store.exists()
-            || std::fs::read_dir(&s.store)
+            || std::fs::read_dir(&s.store).unwrap().all(|e| e
                 .unwrap()
-                .all(|e| { !e.unwrap().path().extension().is_some_and(|x| x == "json") }),
+                .path()
+                .extension()
+                .is_none_or(|x| x != "json")),
         "nothing stored"
     );
     // The code was never redeemed.
