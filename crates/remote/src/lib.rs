@@ -852,8 +852,9 @@ impl Bridge {
             }
             return Ok(resp);
         };
-        let again = copy(&req);
         let (bearer, generation) = creds.bearer();
+        // Kept for the one retry after a refresh (a server without a token has none).
+        let again = bearer.is_some().then(|| copy(&req));
         let resp = self.send_once(with_bearer(req, bearer.clone())).await?;
         match resp.status() {
             StatusCode::UNAUTHORIZED => {}
@@ -875,9 +876,9 @@ impl Bridge {
         if bearer_challenge(&resp).is_none() {
             return Ok(resp); // not OAuth: the refusal says what the server wants
         }
-        if bearer.is_none() {
+        let Some(again) = again else {
             return Err(Failure::NeedsAuth("no credentials yet".into()));
-        }
+        };
         match creds.renew(generation).await {
             Ok(()) => {}
             Err(oauth::Refused::Rejected(why)) => return Err(Failure::NeedsAuth(why)),

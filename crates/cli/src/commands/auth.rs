@@ -63,6 +63,10 @@ pub async fn auth(
                 "server '{name}' reconnected: {}",
                 row["state"].as_str().unwrap_or("?")
             ),
+            // Without credentials it cannot get ready: what logging out means.
+            Err(_) if logout => {
+                println!("server '{name}' disconnected: it waits for `corral auth {name}`")
+            }
             Err(Failure::Op(e) | Failure::Usage(e)) => {
                 eprintln!("corral: the daemon did not reconnect '{name}': {e}")
             }

@@ -417,6 +417,7 @@ fn open_browser(url: &str) -> bool {
         .arg(url)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
         .spawn()
         .is_ok()
 }
