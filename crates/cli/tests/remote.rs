@@ -668,3 +668,109 @@ fn resources_prompts_and_cancellation_reach_remote_servers() {
     }
     agent.close();
 }
+
+/// A 2025 session's server that numbers its events: an answer stream that ends before
+/// the answer is resumed with `Last-Event-ID` (a GET), and the session's GET stream,
+/// which carries a list change and ends, is reopened after the server's `retry` with
+/// the last event's id — the list change reaching Corral's catalog.
+#[test]
+fn a_broken_answer_stream_is_resumed_and_the_get_stream_reopened() {
+    use std::sync::{Arc, Mutex};
+    let call_id = Arc::new(Mutex::new(String::from("null")));
+    let listed_change = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (id_slot, changed) = (call_id.clone(), listed_change.clone());
+    let server = FakeHttp::start(move |_, r| {
+        let sse = |body: String| {
+            (
+                200,
+                vec![("Content-Type".to_owned(), "text/event-stream".to_owned())],
+                body,
+            )
+        };
+        let json = |v: Value| {
+            (
+                200,
+                vec![
+                    ("Content-Type".to_owned(), "application/json".to_owned()),
+                    ("Mcp-Session-Id".to_owned(), "s1".to_owned()),
+                ],
+                v.to_string(),
+            )
+        };
+        if r.method == "GET" {
+            return match r.header("last-event-id") {
+                // The resumed answer stream.
+                Some("e1") => sse(format!(
+                    "id: e2\nevent: message\ndata: {{\"jsonrpc\":\"2.0\",\"id\":{},\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"resumed\"}}]}}}}\n\n",
+                    id_slot.lock().unwrap()
+                )),
+                // The reopened session stream: nothing more to say.
+                Some(_) => (405, vec![], String::new()),
+                None => {
+                    changed.store(true, std::sync::atomic::Ordering::SeqCst);
+                    sse("retry: 100\nid: g1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n".to_owned())
+                }
+            };
+        }
+        let msg: Value = serde_json::from_str(&r.body).unwrap_or(Value::Null);
+        let id = msg["id"].clone();
+        match msg["method"].as_str() {
+            None => (202, vec![], String::new()),
+            Some(m) if m.starts_with("notifications/") => (202, vec![], String::new()),
+            Some("initialize") => json(json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"tools": {"listChanged": true}},
+                "serverInfo": {"name": "numbered", "version": "1"}}})),
+            Some("tools/list") => {
+                let mut tools = vec![json!({"name": "flaky", "inputSchema": {"type": "object"}})];
+                if changed.load(std::sync::atomic::Ordering::SeqCst) {
+                    tools.push(json!({"name": "second", "inputSchema": {"type": "object"}}));
+                }
+                json(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}))
+            }
+            Some("tools/call") => {
+                *id_slot.lock().unwrap() = id.to_string();
+                // A progress event, then the stream ends before the answer.
+                sse("id: e1\nevent: message\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\",\"params\":{\"level\":\"info\",\"data\":\"working\"}}\n\n".to_owned())
+            }
+            Some(_) => json(json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "method not found"}})),
+        }
+    });
+    let p = Project::new(&format!(
+        "[servers.num]\nurl = \"{}/mcp\"\ntransport = \"http\"\n",
+        server.base
+    ));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("the list change reached the catalog", || {
+        p.run(&["tools"]).stdout().contains("num__second")
+    });
+    let r = call(&p, "num", "flaky", "{}");
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert_eq!(r.stdout().trim(), "resumed");
+    let gets = || -> Vec<Option<String>> {
+        server
+            .seen()
+            .into_iter()
+            .filter(|r| r.method == "GET")
+            .map(|r| r.header("last-event-id").map(str::to_owned))
+            .collect()
+    };
+    assert!(
+        gets().contains(&Some("e1".into())),
+        "resumed after e1: {:?}",
+        gets()
+    );
+    wait_until("the session stream reopened after g1", || {
+        gets().contains(&Some("g1".into()))
+    });
+    assert!(
+        server
+            .seen()
+            .iter()
+            .filter(|r| r.method == "GET")
+            .all(|r| r.header("mcp-session-id") == Some("s1")),
+        "every GET in the session"
+    );
+}

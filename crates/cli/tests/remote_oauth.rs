@@ -562,65 +562,7 @@ fn a_call_needing_more_scope_asks_for_step_up_and_the_next_auth_grants_it() {
     assert_eq!(code, 0, "{out}\n{err}");
 }
 
-/// What a hostile server answers: status, extra headers, body.
-type Answer = (u16, Vec<(String, String)>, String);
-
-/// A server on 127.0.0.1 answering each request with `answer(method, path)`; it records
-/// the paths it was asked for. Stops when dropped (its thread ends with the process).
-struct Hostile {
-    base: String,
-    asked: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
-
-impl Hostile {
-    fn start(answer: impl Fn(&str, &str, &str) -> Answer + Send + 'static) -> Hostile {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (seen, me) = (asked.clone(), base.clone());
-        std::thread::spawn(move || {
-            for stream in listener.incoming() {
-                let Ok(mut stream) = stream else { return };
-                let mut reader = BufReader::new(stream.try_clone().unwrap());
-                let mut head = String::new();
-                let _ = reader.read_line(&mut head);
-                let mut length = 0;
-                loop {
-                    let mut line = String::new();
-                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
-                        break;
-                    }
-                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                        length = v.trim().parse().unwrap_or(0);
-                    }
-                }
-                let mut body = vec![0; length];
-                let _ = reader.read_exact(&mut body);
-                let mut parts = head.split_whitespace();
-                let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                seen.lock().unwrap().push(path.to_owned());
-                let (status, headers, text) = answer(&me, method, path);
-                let mut out = format!(
-                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
-                    text.len()
-                );
-                for (k, v) in headers {
-                    out.push_str(&format!("{k}: {v}\r\n"));
-                }
-                out.push_str("\r\n");
-                let _ = stream.write_all(out.as_bytes());
-                let _ = stream.write_all(text.as_bytes());
-            }
-        });
-        Hostile { base, asked }
-    }
-
-    fn asked(&self) -> Vec<String> {
-        self.asked.lock().unwrap().clone()
-    }
-}
-
-fn json(status: u16, body: Value) -> Answer {
+fn json(status: u16, body: Value) -> Reply {
     (
         status,
         vec![("Content-Type".into(), "application/json".into())],
@@ -709,7 +651,7 @@ fn hostile_metadata_is_refused_with_the_reason_before_anything_is_sent() {
         ),
     ];
     for (what, prm, meta, says) in cases {
-        let server = Hostile::start(move |base, _, path| match path {
+        let server = FakeHttp::start(move |base, r| match r.path.as_str() {
             "/mcp" => (
                 401,
                 vec![(
@@ -734,7 +676,7 @@ fn hostile_metadata_is_refused_with_the_reason_before_anything_is_sent() {
             !out.contains("authorize"),
             "{what}: no address offered: {out}"
         );
-        let asked = server.asked();
+        let asked: Vec<String> = server.seen().into_iter().map(|r| r.path).collect();
         assert!(
             !asked.iter().any(|p| p == "/register" || p == "/token"),
             "{what}: {asked:?}"
@@ -745,7 +687,7 @@ fn hostile_metadata_is_refused_with_the_reason_before_anything_is_sent() {
 /// An oversized metadata document is cut off, not read without end.
 #[test]
 fn oversized_metadata_is_refused() {
-    let server = Hostile::start(|base, _, path| match path {
+    let server = FakeHttp::start(|base, r| match r.path.as_str() {
         "/mcp" => (
             401,
             vec![(
@@ -846,7 +788,7 @@ fn garbage_from_the_token_endpoint_is_not_taken_for_a_revoked_grant() {
     let provider = Provider::start(&[]);
     let s = Setup::new(&provider);
     assert_eq!(s.auth().0, 0);
-    let garbage = Hostile::start(|_, _, _| {
+    let garbage = FakeHttp::start(|_, _| {
         (
             200,
             vec![("Content-Type".into(), "text/html".into())],

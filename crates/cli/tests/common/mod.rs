@@ -381,3 +381,94 @@ pub fn peer_script(
     let last = stdout.lines().last().unwrap_or("");
     serde_json::from_str(last).unwrap_or_else(|e| panic!("{}: {e}: {stdout}", script.display()))
 }
+
+/// A request as [`FakeHttp`] saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: String,
+    pub path: String,
+    /// Names lower-cased.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What [`FakeHttp`] answers: status, headers, body (sent with its length; then the
+/// connection closes).
+pub type Reply = (u16, Vec<(String, String)>, String);
+
+/// An HTTP server on 127.0.0.1 (a port the OS picks) answering each request with
+/// `answer(base URL, request)`, one connection at a time; it records what it was asked.
+/// For servers that misbehave on purpose. Its thread ends with the test process.
+pub struct FakeHttp {
+    pub base: String,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Seen>>>,
+}
+
+impl FakeHttp {
+    pub fn start(answer: impl Fn(&str, &Seen) -> Reply + Send + 'static) -> FakeHttp {
+        use std::io::{BufRead, Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (log, me) = (seen.clone(), base.clone());
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = std::io::BufReader::new(stream.try_clone().unwrap());
+                let mut head = String::new();
+                let _ = reader.read_line(&mut head);
+                let mut headers = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line.trim().is_empty() {
+                        break;
+                    }
+                    if let Some((k, v)) = line.split_once(':') {
+                        headers.push((k.trim().to_ascii_lowercase(), v.trim().to_owned()));
+                    }
+                }
+                let length = headers
+                    .iter()
+                    .find(|(k, _)| k == "content-length")
+                    .and_then(|(_, v)| v.parse().ok())
+                    .unwrap_or(0);
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let mut parts = head.split_whitespace();
+                let req = Seen {
+                    method: parts.next().unwrap_or("").to_owned(),
+                    path: parts.next().unwrap_or("").to_owned(),
+                    headers,
+                    body: String::from_utf8_lossy(&body).into_owned(),
+                };
+                log.lock().unwrap().push(req.clone());
+                let (status, headers, text) = answer(&me, &req);
+                let mut out = format!(
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n",
+                    text.len()
+                );
+                for (k, v) in headers {
+                    out.push_str(&format!("{k}: {v}\r\n"));
+                }
+                out.push_str("\r\n");
+                let _ = stream.write_all(out.as_bytes());
+                let _ = stream.write_all(text.as_bytes());
+            }
+        });
+        FakeHttp { base, seen }
+    }
+
+    /// Every request so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.seen.lock().unwrap().clone()
+    }
+}
