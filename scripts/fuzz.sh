@@ -3,7 +3,7 @@
 # from its committed corpus (fuzz/corpus/<target>/), and fails if any target crashes,
 # printing the input that reproduces it. scripts/test.sh runs it after the test suite.
 #
-#   CORRAL_FUZZ_SECONDS   seconds per target (default 10; 7 targets ≈ 70 s of fuzzing)
+#   CORRAL_FUZZ_SECONDS   seconds per target (default 10; 9 targets ≈ 90 s of fuzzing)
 #   CORRAL_FUZZ_SANITIZER none (default) or address: the targets are safe Rust, where
 #                         AddressSanitizer finds nothing the panics do not, and costs a
 #                         slower build and about half the executions

@@ -12,6 +12,7 @@
 //! | [`control_request`] | a control-socket request line | parse → serialize → parse gives the same request |
 //! | [`http_request`] | bytes on an HTTP connection to `/mcp` | hyper + the gateway's route answer with a valid status or close, and the connection ends |
 //! | [`proxy_report`] | a browser error report, a source map and its script with positions, a coded body with a limit | a report parses or is refused, its locations are on the origin; a map decodes or not, lookups never panic, its estimate covers its tokens; bounded decoding never returns more than its limit |
+//! | [`www_authenticate`] | a server's `WWW-Authenticate` headers | no panic; a `Bearer` challenge only when the input names one, its values no longer than the input; the same answer twice |
 //! | [`proxy_body`] | what a dev proxy's target or page sends: an HTML document in chunks, an error body, a browser error report | the document comes out as it went in plus exactly one script tag; an error message is short and never empty; a report parses or is refused, never panics |
 
 use corral_config::redact::Redactor;
@@ -34,6 +35,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("proxy_body", proxy_body),
     ("proxy_report", proxy_report),
     ("sse", sse),
+    ("www_authenticate", www_authenticate),
 ];
 
 /// The stdout decoder ([`decode_line`]) on each line of `data`, as the reader cuts them
@@ -563,5 +565,36 @@ pub fn sse(data: &[u8]) {
         // on the cuts; the chunked side may notice only at a later point, never not).
         (None, None) => {}
         _ => panic!("the limit was hit in one reading only: {whole:?} / {chunked:?}"),
+    }
+}
+
+/// The `WWW-Authenticate` reader of remote servers' OAuth ([`corral_httpd::challenge`]):
+/// the input split at NUL bytes into header values.
+pub fn www_authenticate(data: &[u8]) {
+    use corral_httpd::challenge::bearer;
+    let text = String::from_utf8_lossy(data);
+    let values: Vec<&str> = text.split('\0').collect();
+    let first = bearer(values.iter().copied());
+    assert_eq!(first, bearer(values.iter().copied()), "not deterministic");
+    match first {
+        Ok(b) => {
+            assert!(
+                text.to_ascii_lowercase().contains("bearer"),
+                "a Bearer challenge from an input without one"
+            );
+            for v in [&b.resource_metadata, &b.scope, &b.error]
+                .into_iter()
+                .flatten()
+            {
+                assert!(v.len() <= text.len(), "a value longer than the input");
+            }
+        }
+        Err(schemes) => {
+            assert!(
+                schemes
+                    .iter()
+                    .all(|s| !s.is_empty() && text.contains(s.as_str()))
+            );
+        }
     }
 }

@@ -39,6 +39,7 @@
 //! that closes its connection while its request runs drops the handler's future, which
 //! cancels whatever the request started.
 
+pub mod challenge;
 mod peer;
 pub mod sse;
 

@@ -1228,13 +1228,13 @@ impl Bridge {
 }
 
 /// A response's OAuth (`Bearer`) challenge, if it has one.
-fn bearer_challenge(resp: &Response<Incoming>) -> Option<oauth::challenge::Bearer> {
+fn bearer_challenge(resp: &Response<Incoming>) -> Option<corral_httpd::challenge::Bearer> {
     let values = resp
         .headers()
         .get_all(hyper::header::WWW_AUTHENTICATE)
         .iter()
         .filter_map(|v| v.to_str().ok());
-    oauth::challenge::bearer(values).ok()
+    corral_httpd::challenge::bearer(values).ok()
 }
 
 /// Whether `a` and `b` are on one origin (the token's audience is the server's origin).

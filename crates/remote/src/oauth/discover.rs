@@ -5,8 +5,8 @@
 //! 2025-03-26 era without resource metadata: the authorization server's metadata at the
 //! server's own origin, else its default endpoints.
 
-use super::challenge::Bearer;
 use super::net;
+use corral_httpd::challenge::Bearer;
 use oauth2::url::Url;
 use serde::Deserialize;
 

@@ -6,12 +6,12 @@
 //! the browser ended on, pasted into the terminal — then redeems the code and keeps the
 //! tokens in the store. `--logout` revokes and forgets them.
 
-use super::challenge::{self, Bearer};
 use super::discover::{self, Found};
 use super::net;
 use super::store::{Client, Record, Store};
 use bytes::Bytes;
 use corral_config::OAuthClient;
+use corral_httpd::challenge::{self, Bearer};
 use http_body_util::Full;
 use hyper::{Method, Request, Response};
 use oauth2::basic::BasicClient;

@@ -1,5 +1,6 @@
 //! OAuth 2.1 for remote MCP servers, as MCP's authorization specification describes it:
-//! discovery ([`discover`]), client registration and the authorization code flow with
+//! discovery ([`discover`], reading the server's challenge with
+//! [`corral_httpd::challenge`]), client registration and the authorization code flow with
 //! PKCE that `corral auth NAME` runs ([`flow`]), the per-user token store ([`store`]),
 //! and the daemon's side: the bearer on every request, one refresh at a time shared by
 //! every agent, a refresh before expiry, one retry after a 401 ([`credentials`]).
@@ -8,7 +9,6 @@
 //! revocation requests, over Corral's own HTTP client ([`net`]); what it does not do —
 //! discovery, registration, the store, refresh coordination — is here.
 
-pub mod challenge;
 pub mod credentials;
 pub mod discover;
 pub mod flow;
