@@ -146,6 +146,42 @@ impl Setup {
         )
     }
 
+    /// `corral auth web --no-browser`, and a browser elsewhere (over SSH) signing in:
+    /// the running command, the rest of its output, and the address the browser ended
+    /// on, to paste.
+    fn auth_elsewhere(
+        &self,
+    ) -> (
+        Child,
+        std::io::Lines<BufReader<std::process::ChildStdout>>,
+        String,
+    ) {
+        let mut auth = self
+            .cmd(&["auth", "web", "--no-browser", "--wait", "60"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(auth.stdout.take().unwrap()).lines();
+        let url = loop {
+            let line = out.next().expect("the authorization address").unwrap();
+            if let Some(u) = line.trim().strip_prefix("http://") {
+                break format!("http://{u}");
+            }
+        };
+        let landed = Command::new("node")
+            .arg(repo().join("crates/cli/tests/peers/oauth_login.mjs"))
+            .arg(&url)
+            .arg("--print")
+            .output()
+            .unwrap();
+        assert!(landed.status.success(), "{landed:?}");
+        let landed = String::from_utf8(landed.stdout).unwrap().trim().to_owned();
+        assert!(landed.contains("/callback?"), "{landed}");
+        (auth, out, landed)
+    }
+
     fn row(&self) -> Value {
         let (code, out, err) = self.run(&["ps", "--json"]);
         assert_eq!(code, 0, "{err}");
@@ -460,34 +496,12 @@ fn a_revoked_grant_moves_the_server_to_needs_auth_and_corral_auth_brings_it_back
 fn the_answer_can_be_pasted_and_openid_discovery_is_the_fallback() {
     let provider = Provider::start(&["--no-rfc8414"]);
     let s = Setup::new(&provider);
-    let mut auth = s
-        .cmd(&["auth", "web", "--no-browser", "--wait", "60"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(auth.stdout.take().unwrap()).lines();
-    let url = loop {
-        let line = out.next().expect("the authorization address").unwrap();
-        if let Some(u) = line.trim().strip_prefix("http://") {
-            break format!("http://{u}");
-        }
-    };
     // The browser, somewhere else: signs in and ends on an address it cannot load.
-    let landed = Command::new("node")
-        .arg(repo().join("crates/cli/tests/peers/oauth_login.mjs"))
-        .arg(&url)
-        .arg("--print")
-        .output()
-        .unwrap();
-    assert!(landed.status.success(), "{landed:?}");
-    let landed = String::from_utf8(landed.stdout).unwrap();
-    assert!(landed.contains("/callback?"), "{landed}");
+    let (mut auth, mut out, landed) = s.auth_elsewhere();
     let mut stdin = auth.stdin.take().unwrap();
     // Something else first (a typo), then the address.
     writeln!(stdin, "not an address").unwrap();
-    writeln!(stdin, "{}", landed.trim()).unwrap();
+    writeln!(stdin, "{landed}").unwrap();
     let status = auth.wait().unwrap();
     let rest: Vec<String> = out.map_while(Result::ok).collect();
     let mut err = String::new();
@@ -718,27 +732,7 @@ fn oversized_metadata_is_refused() {
 fn an_answer_of_another_flow_or_issuer_is_refused() {
     let provider = Provider::start(&[]);
     let s = Setup::new(&provider);
-    let mut auth = s
-        .cmd(&["auth", "web", "--no-browser", "--wait", "60"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(auth.stdout.take().unwrap()).lines();
-    let url = loop {
-        let line = out.next().expect("the authorization address").unwrap();
-        if let Some(u) = line.trim().strip_prefix("http://") {
-            break format!("http://{u}");
-        }
-    };
-    let landed = Command::new("node")
-        .arg(repo().join("crates/cli/tests/peers/oauth_login.mjs"))
-        .arg(&url)
-        .arg("--print")
-        .output()
-        .unwrap();
-    let landed = String::from_utf8(landed.stdout).unwrap().trim().to_owned();
+    let (mut auth, mut out, landed) = s.auth_elsewhere();
     let replace = |key: &str, value: &str| {
         let (base, query) = landed.split_once('?').unwrap();
         let q: Vec<String> = query
