@@ -497,7 +497,7 @@ fn the_answer_can_be_pasted_and_openid_discovery_is_the_fallback() {
     let provider = Provider::start(&["--no-rfc8414"]);
     let s = Setup::new(&provider);
     // The browser, somewhere else: signs in and ends on an address it cannot load.
-    let (mut auth, mut out, landed) = s.auth_elsewhere();
+    let (mut auth, out, landed) = s.auth_elsewhere();
     let mut stdin = auth.stdin.take().unwrap();
     // Something else first (a typo), then the address.
     writeln!(stdin, "not an address").unwrap();
