@@ -105,8 +105,7 @@ impl Setup {
 
     fn cmd(&self, args: &[&str]) -> Command {
         let mut c = self.p.cmd(args);
-        c.env("CORRAL_OAUTH_DIR", &self.store)
-            .env_remove("SSH_CONNECTION")
+        c.env_remove("SSH_CONNECTION")
             .env_remove("DISPLAY")
             .env_remove("WAYLAND_DISPLAY");
         c

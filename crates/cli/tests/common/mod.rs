@@ -71,14 +71,16 @@ impl Project {
     }
 
     /// `corral ARGS` in the project. Its user config is [`Project::user_config`] (absent
-    /// unless a test writes it), never the developer's own, and no opt-in to widened
-    /// access comes from the environment.
+    /// unless a test writes it), never the developer's own, its OAuth credentials are in
+    /// `.test-user/oauth`, never the user's store, and no opt-in to widened access comes
+    /// from the environment.
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new(corral());
         c.args(args)
             .current_dir(&self.dir)
             .env_remove("CORRAL_CONFIG")
             .env("CORRAL_USER_CONFIG", self.user_config())
+            .env("CORRAL_OAUTH_DIR", self.dir.join(".test-user/oauth"))
             .env_remove("CORRAL_ALLOW_WIDENED_ACCESS");
         c
     }
