@@ -124,10 +124,18 @@ impl Report {
     }
 
     fn header_line(&self) -> String {
+        // With warnings off, they are only the note's ("N warnings not shown").
+        let counts = if self.warnings_off {
+            plural(self.errors as u64, "error")
+        } else {
+            format!(
+                "{}, {}",
+                plural(self.errors as u64, "error"),
+                plural(self.warnings as u64, "warning")
+            )
+        };
         let mut line = format!(
-            "{}, {} (sources: {}; {}",
-            plural(self.errors as u64, "error"),
-            plural(self.warnings as u64, "warning"),
+            "{counts} (sources: {}; {}",
             self.sources_list(),
             self.window()
         );

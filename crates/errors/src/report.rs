@@ -117,6 +117,8 @@ pub struct Report {
     pub hidden_by: Vec<(&'static str, u64)>,
     /// Warnings left out because the query's `include_warnings` is off.
     pub warnings_not_shown: usize,
+    /// The query left warnings out: the header counts only errors.
+    pub warnings_off: bool,
     /// Entries beyond the limit.
     pub truncated: usize,
     /// When the report was made; ages in the text are relative to it.
@@ -289,6 +291,7 @@ pub fn report(
         hidden,
         hidden_by,
         warnings_not_shown,
+        warnings_off: !query.include_warnings,
         truncated,
         now,
     }
