@@ -4,7 +4,8 @@
 #      suite (npm + PyPI) and Vite (npm) into .peers/ (git-ignored), and Debian's chromium
 #      and nginx-light (apt-get, as root or through passwordless sudo) when missing,
 #   2. builds every binary (the tests drive the real `corral` and `corral-fixture`),
-#   3. runs every test with cargo-nextest (falls back to `cargo test` without it),
+#   3. runs every test with cargo-nextest, then the documentation examples (falls back
+#      to `cargo test`, which runs both, without it),
 #   4. fuzzes each fuzz target for 10 s (scripts/fuzz.sh; installs cargo-fuzz when
 #      missing; CORRAL_SKIP_FUZZ=1 skips it).
 set -euo pipefail
@@ -13,6 +14,8 @@ cd "$(dirname "$0")/.."
 cargo build --workspace --bins --locked
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast
+  # nextest does not run documentation examples.
+  cargo test --workspace --locked --doc
 else
   # One test at a time: process-tree checks look at the test process's children.
   cargo test --workspace --locked --no-fail-fast -- --test-threads=1
