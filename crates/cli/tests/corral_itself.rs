@@ -95,7 +95,11 @@ fn a_mcp_json_config_skips_corral_itself_with_a_warning_and_runs_the_rest() {
     let names = names(&list);
     assert!(names.contains(&"fx__echo"), "{names:?}");
     assert!(
-        !names.iter().any(|n| n.starts_with("corral__")),
+        !list
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["server"] == "corral"),
         "{names:?}"
     );
     assert!(

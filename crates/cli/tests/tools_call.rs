@@ -237,3 +237,41 @@ args = ["--exit-on-discover"]
         assert_eq!(r.stdout().trim(), "42", "{server}: {r:?}");
     }
 }
+
+/// `corral tools` lists Corral's own tools too (`corral call` calls them and suggests
+/// them), standalone and through the daemon, where the process and proxy tools join.
+#[test]
+fn tools_lists_the_built_in_tools_that_call_can_call() {
+    let p = Project::new(TWO);
+    let builtins = |args: &[&str]| -> Vec<String> {
+        let r = p.run(args);
+        assert_eq!(r.code(), 0, "{r:?}");
+        let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+        v.as_array()
+            .unwrap()
+            .iter()
+            .filter(|t| t["builtin"] == true)
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let standalone = builtins(&["tools", "--json"]);
+    assert!(
+        standalone.contains(&"get_errors".to_owned())
+            && standalone.contains(&"corral__servers".to_owned()),
+        "{standalone:?}"
+    );
+    assert!(p.run(&["tools"]).stdout().contains("corral__server_logs"));
+    let r = p.run(&["call", "corral__servers"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    // One server's tools are only its own.
+    assert!(builtins(&["tools", "fx", "--json"]).is_empty());
+
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let daemon = builtins(&["tools", "--json"]);
+    assert!(
+        daemon.contains(&"corral__process_start".to_owned()),
+        "{daemon:?}"
+    );
+    assert!(daemon.len() > standalone.len(), "{daemon:?}");
+}

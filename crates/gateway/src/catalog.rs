@@ -283,6 +283,25 @@ pub fn listing(handle: &ServerHandle, catalog: &Catalog) -> Vec<Value> {
         .collect()
 }
 
+/// Corral's own tools for listings (`corral tools`), as agents see them: names and
+/// descriptions as in `tools/list`, with `builtin: true` (and no `server`).
+pub fn builtin_listing(catalog: &Catalog) -> Vec<Value> {
+    let names: std::collections::HashSet<&str> =
+        catalog.builtins.iter().map(|(_, n)| n.as_str()).collect();
+    let mut list: Value = serde_json::from_str(&catalog.list_json).unwrap_or(Value::Null);
+    let Some(tools) = list.get_mut("tools").and_then(Value::as_array_mut) else {
+        return Vec::new();
+    };
+    tools
+        .drain(..)
+        .filter(|t| t["name"].as_str().is_some_and(|n| names.contains(n)))
+        .map(|mut t| {
+            t["builtin"] = Value::Bool(true);
+            t
+        })
+        .collect()
+}
+
 /// What a tool name given on the command line (`corral call`) leads to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {

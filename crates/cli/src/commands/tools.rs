@@ -67,6 +67,16 @@ pub async fn run(
         }
     }
     run.stop().await;
+    if server.is_none() {
+        // What `corral call` can also call (and suggests): Corral's own tools.
+        for tool in corral_gateway::catalog::builtin_listing(&catalog) {
+            if json {
+                listing.push(tool);
+            } else {
+                rows.push(row(&tool));
+            }
+        }
+    }
 
     if json {
         println!("{}", Value::Array(listing));

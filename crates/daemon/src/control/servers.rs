@@ -36,10 +36,14 @@ pub(crate) async fn tools(state: &State, server: Option<String>) -> Reply {
         }
     }
     let catalog = state.hub.fresh_catalog();
-    let tools: Vec<Value> = ready
+    let mut tools: Vec<Value> = ready
         .into_iter()
         .flat_map(|h| corral_gateway::catalog::listing(h, &catalog))
         .collect();
+    if server.is_none() {
+        // What `corral call` can also call (and suggests): Corral's own tools.
+        tools.extend(corral_gateway::catalog::builtin_listing(&catalog));
+    }
     if let Some(s) = &server
         && !servers.contains_key(s)
     {
