@@ -65,7 +65,10 @@ pub fn select(config: &Config, name: Option<&str>) -> Result<Vec<ServerConfig>, 
 /// the two: the config refuses a process named like a server); an unknown name is a
 /// usage error listing both kinds.
 pub fn check_unit(config: &Config, name: &str) -> Result<(), Failure> {
-    if config.servers.contains_key(name) || config.processes.contains_key(name) {
+    if config.servers.contains_key(name)
+        || config.processes.contains_key(name)
+        || config.proxies.contains_key(name)
+    {
         return Ok(());
     }
     let list = |names: Vec<&str>| {
@@ -76,10 +79,12 @@ pub fn check_unit(config: &Config, name: &str) -> Result<(), Failure> {
         }
     };
     Err(Failure::Usage(format!(
-        "no server or process named '{name}' in {}; configured servers: {}; processes: {}",
+        "no server, process or proxy named '{name}' in {}; configured servers: {}; \
+         processes: {}; proxies: {}",
         config.path.display(),
         list(config.servers.keys().map(String::as_str).collect()),
         list(config.processes.keys().map(String::as_str).collect()),
+        list(config.proxies.keys().map(String::as_str).collect()),
     )))
 }
 

@@ -170,8 +170,9 @@ command = ["sh", "-c", "echo tick $$$$; exec sleep 60"]  # `$$` is a `$` in corr
         let r = p.run(&[verb, "tock"]);
         assert_eq!(r.code(), 2, "{verb}: {r:?}");
         assert!(
-            r.stderr()
-                .contains("no server or process named 'tock'; servers: fx; processes: tick"),
+            r.stderr().contains(
+                "no server, process or proxy named 'tock'; servers: fx; processes: tick; proxies: (none)"
+            ),
             "{verb}: {r:?}"
         );
     }

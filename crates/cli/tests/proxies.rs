@@ -320,3 +320,43 @@ fn a_reload_restarts_a_changed_proxy_and_stops_a_removed_one() {
     assert_eq!(proxies.len(), 1, "{proxies:?}");
     assert_eq!(proxies[0]["target"], format!("http://{two}"));
 }
+
+/// `corral restart`, `stop` and `start` know proxies: a restart keeps the address (the
+/// browser's tabs keep working) and begins a new traffic count; a stopped configured
+/// proxy starts again.
+#[test]
+fn restart_stop_and_start_know_proxies() {
+    let target = target();
+    let p = Project::new(&format!("[proxies.site]\ntarget = \"http://{target}\"\n"));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let url = ps_proxies(&p)[0]["url"].as_str().unwrap().to_owned();
+    let hello = request(addr_of(&url), "GET", "/hello", &[], "");
+    assert_eq!(hello.status, 200);
+    wait_until("one request counted", || ps_proxies(&p)[0]["requests"] == 1);
+
+    let r = p.run(&["restart", "site"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert_eq!(
+        r.stdout().trim(),
+        format!("site: listening on {url} → http://{target}")
+    );
+    let row = &ps_proxies(&p)[0];
+    assert_eq!(row["url"], url.as_str(), "the same address");
+    assert_eq!(row["requests"], 0, "a new run: {row}");
+    assert_eq!(request(addr_of(&url), "GET", "/hello", &[], "").status, 200);
+
+    let r = p.run(&["stop", "site"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert!(ps_proxies(&p).is_empty());
+    let r = p.run(&["start", "site"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert!(
+        r.stdout().starts_with("site: listening on http://"),
+        "{r:?}"
+    );
+    assert_eq!(ps_proxies(&p).len(), 1);
+    let r = p.run(&["restart", "nosuch"]);
+    assert_eq!(r.code(), 2);
+    assert!(r.stderr().contains("proxies: site"), "{r:?}");
+}

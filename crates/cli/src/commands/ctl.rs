@@ -291,6 +291,14 @@ pub async fn lifecycle(config: Option<&Path>, verb: &str, name: &str, json: bool
     let data = named_request(&cfg, name, &req).await?;
     if json {
         println!("{data}");
+    } else if let (Some(url), Some(target)) = (data["url"].as_str(), data["target"].as_str()) {
+        // A proxy's row.
+        let state = if verb == "stop" {
+            "stopped"
+        } else {
+            "listening"
+        };
+        println!("{name}: {state} on {url} → {target}");
     } else {
         // A server's row or a process's: both have these fields.
         let state = data["state"].as_str().unwrap_or("?");

@@ -202,12 +202,17 @@ pub(crate) fn unknown_unit(state: &State, name: &str) -> Reply {
         }
     };
     let processes = state.processes.list();
+    let mut proxies = state.proxies.names();
+    proxies.extend(state.proxies.configured_names());
+    proxies.sort();
+    proxies.dedup();
     Reply::err_code(
         crate::protocol::UNKNOWN_SERVER,
         format!(
-            "no server or process named '{name}'; servers: {}; processes: {}",
+            "no server, process or proxy named '{name}'; servers: {}; processes: {}; proxies: {}",
             list(servers.keys().map(String::as_str).collect()),
             list(processes.iter().map(|p| p.name()).collect()),
+            list(proxies.iter().map(String::as_str).collect()),
         ),
     )
 }

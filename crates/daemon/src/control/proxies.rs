@@ -78,6 +78,33 @@ pub(crate) async fn start(state: &State, req: StartRequest) -> Reply {
     }
 }
 
+/// `restart` of a proxy: a running one is stopped and started again with its settings on
+/// the address it had (the browser's tabs keep working); a configured one that is not
+/// running is started. `None`: no proxy of that name.
+pub(crate) async fn restart(state: &State, name: &str) -> Option<Reply> {
+    let Some(p) = state.proxies.get(name) else {
+        state.proxies.configured(name)?;
+        return Some(
+            start(
+                state,
+                StartRequest {
+                    name: name.to_owned(),
+                    ..Default::default()
+                },
+            )
+            .await,
+        );
+    };
+    let mut spec = p.spec().clone();
+    spec.listen = p.addr().to_string();
+    drop(p);
+    state.proxies.stop(name).await;
+    Some(match state.proxies.start(spec).await {
+        Ok(p) => Reply::ok_of(&p.row()),
+        Err(e) => Reply::err(e),
+    })
+}
+
 /// `proxy_stop`: stops a running proxy; answers with the row it had.
 pub(crate) async fn stop(state: &State, name: &str) -> Reply {
     let Some(p) = state.proxies.get(name) else {

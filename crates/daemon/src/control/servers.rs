@@ -99,7 +99,20 @@ pub(crate) async fn start(state: &State, name: &str) -> Reply {
     let Some(h) = state.server(name) else {
         return match state.processes.get(name) {
             Some(p) => processes::start(state, &p).await,
-            None => unknown_unit(state, name),
+            None => match state.proxies.get(name) {
+                Some(p) => Reply::ok_of(&p.row()),
+                None if state.proxies.configured(name).is_some() => {
+                    super::proxies::start(
+                        state,
+                        super::proxies::StartRequest {
+                            name: name.to_owned(),
+                            ..Default::default()
+                        },
+                    )
+                    .await
+                }
+                None => unknown_unit(state, name),
+            },
         };
     };
     h.start().await;
@@ -111,7 +124,10 @@ pub(crate) async fn restart(state: &State, name: &str) -> Reply {
     let Some(h) = state.server(name) else {
         return match state.processes.get(name) {
             Some(p) => processes::restart(state, &p).await,
-            None => unknown_unit(state, name),
+            None => match super::proxies::restart(state, name).await {
+                Some(reply) => reply,
+                None => unknown_unit(state, name),
+            },
         };
     };
     h.restart().await;
@@ -123,6 +139,7 @@ pub(crate) async fn stop(state: &State, name: &str) -> Reply {
     let Some(h) = state.server(name) else {
         return match state.processes.get(name) {
             Some(p) => processes::stop(state, &p).await,
+            None if state.proxies.get(name).is_some() => super::proxies::stop(state, name).await,
             None => unknown_unit(state, name),
         };
     };
