@@ -562,3 +562,27 @@ command = "exec sleep 60"
         .collect();
     assert_eq!(names, ["adhoc"], "{ps}");
 }
+
+/// `ps`'s LAST ALERT is the current run's: a restart begins with none (the old run's
+/// alert is history, not a problem of the process now).
+#[test]
+fn a_restart_clears_the_last_alert_in_ps() {
+    let p = Project::new(
+        "[processes.app]\ncommand = \"if [ ! -e printed ]; then touch printed; printf 'Traceback (most recent call last):\\\\n  File \\\"app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' >&2; fi; exec sleep 1000\"\n",
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("the alert in ps", || {
+        process(&ps(&p), "app")["last_alert"]
+            .as_str()
+            .is_some_and(|a| a.contains("ValueError: bad port"))
+    });
+    let r = p.run(&["restart", "app"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    let row = process(&ps(&p), "app");
+    assert_eq!(row["state"], "ready", "{row}");
+    assert!(row["last_alert"].is_null(), "{row}");
+    // The alert is still history.
+    let errors = p.run(&["errors", "--since", "10m"]);
+    assert!(errors.stdout().contains("ValueError"), "{errors:?}");
+}

@@ -18,10 +18,16 @@ pub(crate) fn rows(state: &State) -> Option<Vec<ProcessRow>> {
     (!list.is_empty()).then(|| list.iter().map(|h| row(state, h)).collect())
 }
 
-/// A process's row, with the message of its newest alert.
+/// A process's row, with the message of its newest alert of the current run (a restart
+/// begins with none: the old run's are history, in `corral errors --since`).
 pub(crate) fn row(state: &State, h: &ProcessHandle) -> ProcessRow {
     let source = Source::Process(h.name().to_owned()).to_string();
-    let last = state.processes.alerts().and_then(|a| a.latest(&source));
+    let run_started = h.watch().borrow().run_started;
+    let last = state
+        .processes
+        .alerts()
+        .and_then(|a| a.latest(&source))
+        .filter(|a| run_started.is_none_or(|t| a.last_seen >= t));
     h.row(last.map(|a| alert_text(&a)))
 }
 
