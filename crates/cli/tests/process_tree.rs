@@ -146,3 +146,36 @@ fn a_one_shot_command_leaves_no_escaped_process_behind() {
         !alive(escaped)
     });
 }
+
+/// A dev process whose child outlives its parent but stays in the group (a reloader's
+/// worker, a shell's background job) has escaped nothing: no `server.escaped` for it,
+/// while one that left the group (`setsid`) is reported — in words for a process.
+#[test]
+fn an_orphan_still_in_its_group_is_not_reported_as_escaped() {
+    let p = Project::new(
+        "[processes.dev]\ncommand = \"(sleep 1000 &); (setsid sleep 1001 &); exec sleep 1002\"\n",
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let journal =
+        || std::fs::read_to_string(p.dir.join(".corral/events.jsonl")).unwrap_or_default();
+    wait_until("the setsid process reported", || {
+        journal().contains("\"server.escaped\"")
+    });
+    let escapes: Vec<serde_json::Value> = journal()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["kind"] == "server.escaped")
+        .collect();
+    assert_eq!(
+        escapes.len(),
+        1,
+        "only the one that left the group: {escapes:#?}"
+    );
+    let reason = escapes[0]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("process's process group"),
+        "{:#}",
+        escapes[0]
+    );
+}

@@ -125,6 +125,12 @@ impl Reaper {
                 }
                 continue;
             }
+            // Orphaned but still in a group of ours (its parent exited: a reloader's
+            // worker, a shell's child while the unit restarts): the group's signals
+            // reach it, so it has escaped nothing.
+            if !escaped.contains_key(&pid) && crate::spawn::is_ours(stat.pgid) {
+                continue;
+            }
             alive.push(pid);
             escaped.entry(pid).or_insert_with(|| {
                 // The group is its own (setsid) or the one it was left in; killing the
@@ -142,14 +148,17 @@ impl Reaper {
                         None => Source::Server(tag.to_owned()),
                     },
                 };
+                let reason = match &source {
+                    Source::Process(_) => {
+                        "left its process's process group; it is stopped with the process"
+                    }
+                    _ => "left its server's process group; it is stopped with the server",
+                };
                 self.bus.emit(
                     corral_events::Event::new(Kind::ServerEscaped, source)
                         .with("pid", pid)
                         .with("pgid", pgid)
-                        .with(
-                            "reason",
-                            "left its server's process group; it is stopped with the server",
-                        ),
+                        .with("reason", reason),
                 );
                 Escaped { server, pgid }
             });
