@@ -568,7 +568,7 @@ command = "exec sleep 60"
 #[test]
 fn a_restart_clears_the_last_alert_in_ps() {
     let p = Project::new(
-        "[processes.app]\ncommand = \"if [ ! -e printed ]; then touch printed; printf 'Traceback (most recent call last):\\\\n  File \\\"app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' >&2; fi; exec sleep 1000\"\n",
+        "[processes.app]\ncommand = \"if [ ! -e printed ]; then touch printed; printf 'Traceback (most recent call last):\\\\n  File \\\"%s/app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' \\\"$PWD\\\" >&2; fi; exec sleep 1000\"\n",
     );
     let _down = Down(&p);
     assert_eq!(p.run(&["up", "-d"]).code(), 0);
@@ -577,6 +577,12 @@ fn a_restart_clears_the_last_alert_in_ps() {
             .as_str()
             .is_some_and(|a| a.contains("ValueError: bad port"))
     });
+    // Its file relative to the project, as `corral errors` shows it.
+    let row = process(&ps(&p), "app");
+    assert_eq!(
+        row["last_alert"], "ValueError: bad port (app.py:3)",
+        "{row}"
+    );
     let r = p.run(&["restart", "app"]);
     assert_eq!(r.code(), 0, "{r:?}");
     let row = process(&ps(&p), "app");

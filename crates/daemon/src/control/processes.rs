@@ -28,12 +28,14 @@ pub(crate) fn row(state: &State, h: &ProcessHandle) -> ProcessRow {
         .alerts()
         .and_then(|a| a.latest(&source))
         .filter(|a| run_started.is_none_or(|t| a.last_seen >= t));
-    h.row(last.map(|a| alert_text(&a)))
+    let root = state.config.read().unwrap().root.clone();
+    h.row(last.map(|a| alert_text(&a, &root)))
 }
 
-/// An alert as one line: `ValueError: bad (app.py:12)`.
-pub(crate) fn alert_text(a: &corral_alerts::Alert) -> String {
-    match &a.location {
+/// An alert as one line: `ValueError: bad (app.py:12)`, its file relative to the
+/// project as `corral errors` shows it.
+pub(crate) fn alert_text(a: &corral_alerts::Alert, root: &std::path::Path) -> String {
+    match corral_gateway::tools::errors::alert_location(a, Some(root)) {
         Some(loc) => format!("{} ({loc})", a.message),
         None => a.message.clone(),
     }

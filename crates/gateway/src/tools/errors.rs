@@ -262,7 +262,7 @@ fn unit_down(
 }
 
 /// Where an alert points, relative to the project root when inside it.
-pub(crate) fn alert_location(alert: &Alert, root: Option<&Path>) -> Option<String> {
+pub fn alert_location(alert: &Alert, root: Option<&Path>) -> Option<String> {
     let loc = alert.location.as_ref()?;
     let file = root
         .and_then(|root| Path::new(&loc.file).strip_prefix(root).ok())
