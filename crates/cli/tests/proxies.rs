@@ -36,7 +36,8 @@ fn answer(mut stream: TcpStream) {
     while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
         line.clear();
     }
-    let path = first.split(' ').nth(1).unwrap_or("/");
+    let target = first.split(' ').nth(1).unwrap_or("/");
+    let path = target.split('?').next().unwrap_or("/");
     let (status, ctype, body) = match path {
         "/hello" => ("200 OK", "text/plain", "hello from the target".to_owned()),
         "/page" => (
@@ -359,4 +360,64 @@ fn restart_stop_and_start_know_proxies() {
     let r = p.run(&["restart", "nosuch"]);
     assert_eq!(r.code(), 2);
     assert!(r.stderr().contains("proxies: site"), "{r:?}");
+}
+
+/// A request the target answers with a 5xx is a `proxy.request_failed` event, live in
+/// `events -f` (with the error body's message); the same request (its query aside)
+/// failing again within 10 s is held back.
+#[test]
+fn a_failed_request_is_an_event_in_events_follow() {
+    let target = target();
+    let p = Project::new(&format!("[proxies.site]\ntarget = \"http://{target}\"\n"));
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let url = ps_proxies(&p)[0]["url"].as_str().unwrap().to_owned();
+    let mut follower = p
+        .cmd(&["events", "-f", "-n", "1", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rx = lines_of(follower.stdout.take().unwrap());
+    rx.recv_timeout(DEADLINE).expect("the line of history");
+    for path in ["/boom", "/boom", "/boom?again=1"] {
+        assert_eq!(request(addr_of(&url), "GET", path, &[], "").status, 500);
+    }
+    let failed = |e: &Value| e["kind"] == "proxy.request_failed";
+    let first: Value = loop {
+        let line = rx
+            .recv_timeout(DEADLINE)
+            .expect("proxy.request_failed in events -f");
+        let e: Value = serde_json::from_str(&line).unwrap();
+        if failed(&e) {
+            break e;
+        }
+    };
+    assert_eq!(first["source"], "proxy:site", "{first}");
+    assert_eq!(
+        (first["method"].as_str(), first["status"].as_u64()),
+        (Some("GET"), Some(500))
+    );
+    assert_eq!(first["url"], "/boom", "{first}");
+    assert!(
+        first["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("database is down"),
+        "{first}"
+    );
+    // The two repeats (same path, a query aside) are held back: the journal has one.
+    wait_until("three requests counted", || {
+        ps_proxies(&p)[0]["requests"] == 3
+    });
+    let events = p.run(&["events", "-n", "100", "--json"]);
+    let n = events
+        .stdout()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(failed)
+        .count();
+    assert_eq!(n, 1, "{events:?}");
+    let _ = follower.kill();
+    let _ = follower.wait();
 }

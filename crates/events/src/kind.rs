@@ -117,6 +117,8 @@ kinds! {
     /// A dev proxy could not reach its target (what happened, method, url); the client
     /// got a 502 page.
     ProxyError => "proxy.error",
+    /// The target answered a request with a 5xx (method, url, status, message).
+    ProxyRequestFailed => "proxy.request_failed",
     /// A page behind a dev proxy reported an error (kind, message, location, page).
     BrowserError => "browser.error",
 }

@@ -628,6 +628,28 @@ impl Exchange {
             }
             shared.bus.emit(event);
         }
+        // A 5xx from the target: what `get_errors` lists, live in `events -f` too.
+        if error.is_none()
+            && let Some(status) = entry.status.filter(|s| *s >= 500)
+        {
+            let path = entry.url.split('?').next().unwrap_or("");
+            let key = format!("{} {path} {status}", entry.method);
+            if let Some(repeats) = self.shared.failed_gate.pass(&key) {
+                let shared = &self.shared;
+                let mut event = Event::new(Kind::ProxyRequestFailed, shared.source())
+                    .with("method", entry.method.clone())
+                    .with("url", entry.url.clone())
+                    .with("status", status)
+                    .with("total_ms", entry.total_ms);
+                if let Some(m) = &entry.message {
+                    event = event.with("message", m.clone());
+                }
+                if repeats > 0 {
+                    event = event.with("repeats", repeats);
+                }
+                shared.bus.emit(event);
+            }
+        }
         entry.error = error;
         self.shared.traffic.record(self.started_at, entry);
     }
@@ -917,9 +939,65 @@ impl ErrorGate {
     }
 }
 
+/// Lets one `proxy.request_failed` per request (method, path, status) through per
+/// [`ErrorGate::WINDOW`], for any number of such requests at once (a page polling two
+/// failing endpoints): each key has its own window; at most [`FailedGate::KEYS`] are
+/// remembered, the stalest forgotten first.
+#[derive(Default)]
+pub(crate) struct FailedGate {
+    seen: std::sync::Mutex<std::collections::HashMap<String, (Instant, u64)>>,
+}
+
+impl FailedGate {
+    const KEYS: usize = 256;
+
+    /// As [`ErrorGate::pass`], per key.
+    pub(crate) fn pass(&self, key: &str) -> Option<u64> {
+        let mut seen = self.seen.lock().unwrap();
+        let now = Instant::now();
+        if let Some((since, held)) = seen.get_mut(key) {
+            if now - *since < ErrorGate::WINDOW {
+                *held += 1;
+                return None;
+            }
+            let repeats = std::mem::take(held);
+            *since = now;
+            return Some(repeats);
+        }
+        if seen.len() >= Self::KEYS {
+            seen.retain(|_, (since, _)| now - *since < ErrorGate::WINDOW);
+            if seen.len() >= Self::KEYS
+                && let Some(stalest) = seen
+                    .iter()
+                    .min_by_key(|(_, (t, _))| *t)
+                    .map(|(k, _)| k.clone())
+            {
+                seen.remove(&stalest);
+            }
+        }
+        seen.insert(key.to_owned(), (now, 0));
+        Some(0)
+    }
+}
+
 #[cfg(test)]
 mod gate_tests {
-    use super::ErrorGate;
+    use super::{ErrorGate, FailedGate};
+
+    #[test]
+    fn each_failing_request_has_its_own_window_and_the_keys_are_bounded() {
+        let gate = FailedGate::default();
+        assert_eq!(gate.pass("GET /a 500"), Some(0));
+        assert_eq!(gate.pass("GET /b 500"), Some(0));
+        assert_eq!(gate.pass("GET /a 500"), None);
+        assert_eq!(gate.pass("GET /b 500"), None);
+        gate.seen.lock().unwrap().get_mut("GET /a 500").unwrap().0 -= ErrorGate::WINDOW;
+        assert_eq!(gate.pass("GET /a 500"), Some(1));
+        for i in 0..1000 {
+            gate.pass(&format!("GET /{i} 500"));
+        }
+        assert!(gate.seen.lock().unwrap().len() <= FailedGate::KEYS);
+    }
 
     #[test]
     fn a_repeated_reason_passes_once_per_window_and_another_reason_at_once() {

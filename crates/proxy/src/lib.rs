@@ -167,6 +167,8 @@ pub(crate) struct Shared {
     pub stop: CancellationToken,
     /// Holds back `proxy.error` events that repeat the last one.
     pub error_gate: forward::ErrorGate,
+    /// The same for `proxy.request_failed` (by method, path and status).
+    pub failed_gate: forward::FailedGate,
     /// The secret the injected tag carries (`data-k`) and reports must send back: only a
     /// page the proxy served (a reader of its documents) knows it ([`browser`]).
     pub key: String,
@@ -225,6 +227,7 @@ impl Proxy {
             bus,
             stop: stop.clone(),
             error_gate: forward::ErrorGate::default(),
+            failed_gate: forward::FailedGate::default(),
             key: browser::new_key(),
             limits: codec::LimitGate::default(),
         });
