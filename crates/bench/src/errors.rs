@@ -120,7 +120,7 @@ async fn measure(calls: usize) -> Result<String, String> {
         let mut bytes = 0;
         for i in 0..calls + calls / 10 {
             let t = Instant::now();
-            let (report, raw) = corral_gateway::tools::errors::answer(&src, &args)?;
+            let (report, raw) = corral_gateway::tools::errors::answer(&src, &args).await?;
             let text = report.text();
             let json = report.json(raw).to_string();
             let took = t.elapsed();

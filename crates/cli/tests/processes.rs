@@ -592,3 +592,24 @@ fn a_restart_clears_the_last_alert_in_ps() {
     let errors = p.run(&["errors", "--since", "10m"]);
     assert!(errors.stdout().contains("ValueError"), "{errors:?}");
 }
+
+/// No gap: an error printed before `corral errors` is in its answer, even while its
+/// group (a Node stack, which only a quiet stream completes) is still open.
+#[test]
+fn an_error_printed_before_the_question_is_in_the_answer() {
+    let p = Project::new(
+        "[processes.api]\ncommand = \"sleep 0.3; printf 'TypeError: cannot read x\\\\n    at handler (/srv/api/app.js:12:5)\\\\n    at run (/srv/api/app.js:30:3)\\\\n' >&2; exec sleep 1000\"\n",
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("the stack is in the log", || {
+        p.run(&["logs", "api", "-n", "10"])
+            .stdout()
+            .contains("at run (/srv/api/app.js:30:3)")
+    });
+    let r = p.run(&["errors"]);
+    assert!(
+        r.stdout().contains("TypeError") && r.stdout().contains("cannot read x"),
+        "printed before the question, so in the answer: {r:?}"
+    );
+}

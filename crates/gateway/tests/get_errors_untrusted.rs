@@ -101,7 +101,7 @@ fn a_cross_site_request_cannot_plant_text_in_get_errors() {
         processes: None,
         proxies: Some(&proxies),
     };
-    let (report, _) = answer(&src, &json!({})).unwrap();
+    let (report, _) = rt.block_on(answer(&src, &json!({}))).unwrap();
     let text = report.text();
     assert!(!text.contains("AGENT"), "{text}");
     assert!(text.contains("GET /api/missing → 404: Not Found"), "{text}");

@@ -24,6 +24,8 @@ use std::time::{Duration, SystemTime};
 /// Chunks the scanning thread may be behind all drains together (each chunk at most a
 /// drain's 64 KiB read).
 const QUEUE_CHUNKS: usize = 256;
+/// How often open groups are checked for going quiet, however busy the other streams.
+const TICK: Duration = Duration::from_millis(100);
 
 /// The project's alert rules, the log of what they found, and the scanning thread.
 pub struct Alerts {
@@ -70,6 +72,20 @@ impl Alerts {
     /// What the log holds that `query` asks for, oldest first.
     pub fn query(&self, query: &AlertQuery) -> Vec<Alert> {
         self.store.log.lock().unwrap().query(query)
+    }
+
+    /// Waits until the output read so far is scanned and no group is still open (a
+    /// traceback still being printed, which completes when its stream goes quiet): so an
+    /// error printed before a query is in its answer. At most the groups' idle time and
+    /// a tick; at once when the scanner is idle.
+    pub async fn settle(&self) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        // A full queue (the scanner far behind) is not waited for.
+        if self.tx.try_send(Msg::Settle(tx)).is_err() {
+            return;
+        }
+        let limit = self.rules.limits().group_idle + 2 * TICK;
+        let _ = tokio::time::timeout(limit, rx).await;
     }
 
     /// The newest alert of `source` (`process:web`), if any.
@@ -145,6 +161,8 @@ enum Msg {
     /// Chunks of this stream were dropped here: what was open cannot be finished.
     Gap(u64),
     Close(u64),
+    /// Answer once everything before is scanned and no group is open ([`Alerts::settle`]).
+    Settle(tokio::sync::oneshot::Sender<()>),
 }
 
 /// A drain's end of the queue to the scanning thread.
@@ -240,20 +258,36 @@ fn scan_thread(
 ) {
     let mut streams: HashMap<u64, Scanned> = HashMap::new();
     let mut found = Vec::new();
+    // Queries waiting for open groups to complete, with their deadlines.
+    let mut settling: Vec<(std::time::Instant, tokio::sync::oneshot::Sender<()>)> = Vec::new();
+    let tick = TICK.min(idle);
+    let mut last_tick = std::time::Instant::now();
     loop {
-        let pending = streams.values().any(|s| s.scanner.pending());
+        let mut pending = streams.values().any(|s| s.scanner.pending());
+        // Open groups are checked every tick, even while other streams keep the
+        // queue busy (a quiet traceback must not wait for a chatty neighbour).
+        if pending && last_tick.elapsed() >= tick {
+            last_tick = std::time::Instant::now();
+            for s in streams.values_mut() {
+                let before = found.len();
+                s.scanner.tick(SystemTime::now(), &mut found);
+                redact_all(&mut found[before..], &mut s.redactor);
+            }
+            store.record(&mut found);
+            pending = streams.values().any(|s| s.scanner.pending());
+        }
+        let now = std::time::Instant::now();
+        // Past its deadline a waiter is let go (dropping its sender ends its wait).
+        settling.retain(|(deadline, _)| *deadline > now);
+        if !pending {
+            for (_, tx) in settling.drain(..) {
+                let _ = tx.send(());
+            }
+        }
         let msg = if pending {
-            match rx.recv_timeout(idle) {
+            match rx.recv_timeout(tick) {
                 Ok(msg) => msg,
-                Err(std_mpsc::RecvTimeoutError::Timeout) => {
-                    for s in streams.values_mut() {
-                        let before = found.len();
-                        s.scanner.tick(SystemTime::now(), &mut found);
-                        redact_all(&mut found[before..], &mut s.redactor);
-                    }
-                    store.record(&mut found);
-                    continue;
-                }
+                Err(std_mpsc::RecvTimeoutError::Timeout) => continue,
                 Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
             }
         } else {
@@ -300,6 +334,14 @@ fn scan_thread(
                     s.finish(&mut found);
                     redact_all(&mut found, &mut s.redactor);
                     store.record(&mut found);
+                }
+                continue;
+            }
+            Msg::Settle(tx) => {
+                if streams.values().any(|s| s.scanner.pending()) {
+                    settling.push((std::time::Instant::now() + idle + tick, tx));
+                } else {
+                    let _ = tx.send(());
                 }
                 continue;
             }

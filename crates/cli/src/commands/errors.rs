@@ -65,7 +65,7 @@ async fn here(
         processes: None,
         proxies: None,
     };
-    let answer = corral_gateway::tools::errors::answer(&src, args);
+    let answer = corral_gateway::tools::errors::answer(&src, args).await;
     run.stop().await;
     let (report, raw) = answer.map_err(Failure::Usage)?;
     Ok((report.text(), report.colored(), report.json(raw)))

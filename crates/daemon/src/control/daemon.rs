@@ -34,7 +34,7 @@ pub(crate) fn status_of(state: &State) -> DaemonStatus {
 }
 
 /// `errors`: the `get_errors` report over the daemon's servers, processes and proxies.
-pub(crate) fn errors(state: &State, args: &serde_json::Value) -> Reply {
+pub(crate) async fn errors(state: &State, args: &serde_json::Value) -> Reply {
     let servers = state.servers();
     let (root, noise) = {
         let config = state.config.read().unwrap();
@@ -47,7 +47,7 @@ pub(crate) fn errors(state: &State, args: &serde_json::Value) -> Reply {
         processes: Some(&state.processes),
         proxies: Some(&state.proxies),
     };
-    match corral_gateway::tools::errors::answer(&src, args) {
+    match corral_gateway::tools::errors::answer(&src, args).await {
         Ok((report, raw)) => Reply::ok(serde_json::json!({
             "text": report.text(),
             "colored": report.colored(),

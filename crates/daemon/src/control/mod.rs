@@ -156,7 +156,7 @@ async fn dispatch(
             proxies::start(state, req).await
         }
         Request::ProxyStop { name } => proxies::stop(state, &name).await,
-        Request::Errors { args } => daemon::errors(state, &args),
+        Request::Errors { args } => daemon::errors(state, &args).await,
         Request::ProxyLog {
             name,
             limit,

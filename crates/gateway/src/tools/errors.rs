@@ -368,7 +368,15 @@ const MAX_LIMIT: usize = 500;
 /// Answers `get_errors` with `args` (`source`, `since`, `include_warnings`, `limit`,
 /// `raw`), as the MCP tool and the daemon's `errors` request take them: the report, and
 /// whether every field was asked for (`raw`).
-pub fn answer(src: &Sources<'_>, args: &Value) -> Result<(corral_errors::Report, bool), String> {
+pub async fn answer(
+    src: &Sources<'_>,
+    args: &Value,
+) -> Result<(corral_errors::Report, bool), String> {
+    // An error printed before the question is in the answer: the scanner has read it
+    // and completed any traceback still open.
+    if let Some(alerts) = src.processes.and_then(|p| p.alerts()) {
+        alerts.settle().await;
+    }
     let now = SystemTime::now();
     let text = |key: &str| -> Result<Option<&str>, String> {
         match args.get(key) {

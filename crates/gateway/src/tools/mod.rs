@@ -184,7 +184,7 @@ pub async fn call(b: Builtin, ctx: &Ctx<'_>, args: &Value) -> String {
                 processes: ctx.project.map(|p| p.processes),
                 proxies: ctx.proxies,
             };
-            match errors::answer(&src, args) {
+            match errors::answer(&src, args).await {
                 Ok((report, raw)) => {
                     jsonrpc::tool_text_result(&report.text(), Some(&report.json(raw)))
                 }
