@@ -613,3 +613,29 @@ fn an_error_printed_before_the_question_is_in_the_answer() {
         "printed before the question, so in the answer: {r:?}"
     );
 }
+
+/// A crash stays visible after its automatic restart: `corral errors` lists the worker
+/// ("crashed, restarted, running since …", its traceback's exception as the message)
+/// until the new run has lasted its crash-loop window; then it is history.
+#[test]
+fn a_crashed_and_restarted_process_stays_listed_until_it_runs_past_its_window() {
+    let p = Project::new(
+        "[processes.worker]\nrestart = \"on-failure\"\ncrash_loop_window = \"4s\"\ncommand = \"if [ ! -e crashed ]; then touch crashed; printf 'Traceback (most recent call last):\\\\n  File \\\"worker.py\\\", line 9, in <module>\\\\nValueError: lost job 42\\\\n' >&2; exit 1; fi; exec sleep 1000\"\n",
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("restarted and running", || {
+        let row = process(&ps(&p), "worker");
+        row["state"] == "ready" && row["restarts"] == 1
+    });
+    let r = p.run(&["errors"]);
+    let out = r.stdout();
+    assert!(out.contains("[process:worker:crash] ValueError"), "{r:?}");
+    assert!(out.contains("lost job 42"), "{r:?}");
+    assert!(out.contains("crashed, restarted, running since"), "{r:?}");
+    assert!(out.contains("worker.py:9"), "{r:?}");
+    wait_until("history once it ran past its window", || {
+        !p.run(&["errors"]).stdout().contains("lost job 42")
+    });
+    assert_eq!(process(&ps(&p), "worker")["state"], "ready");
+}

@@ -149,6 +149,20 @@ pub struct Life {
     pub last_tail: Vec<String>,
     /// How the last run that ended on its own exited.
     pub last_exit: Option<ExitInfo>,
+    /// The last death that was followed by an automatic restart, kept while the unit
+    /// runs again (`last_error` is cleared once it is ready): `get_errors` lists it until
+    /// the unit has run past its crash-loop window. Cleared by a requested start or
+    /// restart.
+    pub last_crash: Option<Crash>,
+}
+
+/// A death followed by an automatic restart.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Crash {
+    pub at: SystemTime,
+    pub reason: String,
+    /// Deaths within the crash-loop window, this one included.
+    pub recent: u32,
 }
 
 impl Life {
@@ -277,6 +291,7 @@ impl Unit {
             last_error: None,
             last_tail: Vec::new(),
             last_exit: None,
+            last_crash: None,
         };
         Unit {
             name: name.to_owned(),
@@ -545,6 +560,8 @@ impl<R: Role> Actor<R> {
     fn reset_breaker(&mut self) {
         self.crashes.clear();
         self.attempt = 0;
+        // Started on request: the user's answer to the last crash.
+        self.unit().life.send_modify(|l| l.last_crash = None);
     }
 
     /// A lifecycle command while running: `Start` is acked (it runs already); anything
@@ -829,7 +846,15 @@ impl<R: Role> Actor<R> {
         if let Some(st) = death.status {
             ev.data.extend(exit::fields(st));
         }
+        let recent = self.crashes.len() as u32;
         self.set_phase(next, |l| {
+            if matches!(next, Phase::Backoff { .. }) {
+                l.last_crash = Some(Crash {
+                    at: SystemTime::now(),
+                    reason: death.reason.clone(),
+                    recent,
+                });
+            }
             l.last_error = Some(death.reason);
             l.last_tail = tail.clone();
             if let Some(st) = death.status {

@@ -57,7 +57,7 @@ mod server;
 pub mod spawn;
 pub mod stderr;
 
-pub use actor::{EVENT_TAIL_LINES, ExitInfo, Family, Life, Phase, State};
+pub use actor::{Crash, EVENT_TAIL_LINES, ExitInfo, Family, Life, Phase, State};
 pub use console::{Console, escape_for_terminal};
 pub use process::{Dependency, ProcessHandle, ProcessStatus};
 pub use rpc::{Notification, RpcError};

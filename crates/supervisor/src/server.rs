@@ -87,6 +87,9 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
     /// The stderr tail of that instance.
     pub last_stderr_tail: Vec<String>,
+    /// The last crash followed by an automatic restart ([`crate::Life::last_crash`]).
+    #[serde(skip)]
+    pub last_crash: Option<crate::Crash>,
     pub tool_count: usize,
     pub protocol_version: Option<String>,
     /// Modern (2026-07-28, stateless) or legacy (`initialize`), for the current or last
@@ -492,6 +495,7 @@ impl ServerHandle {
             restarts: life.restarts,
             last_error: life.last_error.clone(),
             last_stderr_tail: life.last_tail.clone(),
+            last_crash: life.last_crash.clone(),
             tool_count: self.shared.tools.read().unwrap().len(),
             protocol_version: init
                 .as_ref()

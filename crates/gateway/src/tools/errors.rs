@@ -83,6 +83,18 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
                 st.state.as_str(),
             )
         });
+        if down.is_none()
+            && let Some(o) = restarted_after_crash(
+                &source,
+                st.last_crash.as_ref(),
+                st.run_started,
+                h.config().crash_loop.window,
+                &mut found,
+                src.root,
+            )
+        {
+            g.observations.push(o);
+        }
         g.observations
             .extend(found.iter().map(|a| alert_observation(a, src.root, raw)));
         g.sources.push(SourceInfo {
@@ -118,6 +130,18 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
                         life.state().as_str(),
                     )
                 });
+                if down.is_none()
+                    && let Some(o) = restarted_after_crash(
+                        &source,
+                        life.last_crash.as_ref(),
+                        life.run_started,
+                        h.config().crash_loop.window,
+                        &mut found,
+                        src.root,
+                    )
+                {
+                    g.observations.push(o);
+                }
                 // A run that ended on its own with a failure, and was not restarted.
                 if down.is_none()
                     && life.state() == State::Stopped
@@ -210,6 +234,69 @@ fn down_state(state: State) -> bool {
         state,
         State::Failed | State::GaveUp | State::Backoff | State::NeedsAuth
     )
+}
+
+/// A unit that crashed and was restarted automatically, while its new run is younger
+/// than its crash-loop window: listed, so that a restart does not hide a crash (a
+/// worker that lost its job). The message is the crashed run's decisive output line
+/// (its traceback's exception) when an alert found one, else the reason; the new run's
+/// age says it is running again.
+fn restarted_after_crash(
+    source: &str,
+    crash: Option<&corral_supervisor::Crash>,
+    run_started: Option<SystemTime>,
+    window: std::time::Duration,
+    alerts: &mut Vec<Alert>,
+    root: Option<&Path>,
+) -> Option<Observation> {
+    let crash = crash?;
+    let started = run_started.filter(|t| *t >= crash.at)?;
+    let age = SystemTime::now()
+        .duration_since(started)
+        .unwrap_or_default();
+    if age >= window {
+        return None;
+    }
+    // The crashed run's newest error, printed before the crash.
+    let decisive = alerts
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.severity == corral_alerts::Severity::Error && a.last_seen <= crash.at)
+        .max_by_key(|(_, a)| a.last_seen)
+        .map(|(i, _)| i)
+        .map(|i| alerts.remove(i));
+    let times = if crash.recent > 1 {
+        format!(" {}x", crash.recent)
+    } else {
+        String::new()
+    };
+    let state = format!(
+        "crashed{times}, restarted, running since {}s",
+        age.as_secs()
+    );
+    let (message, location, text_from) = match &decisive {
+        Some(a) => (a.message.clone(), alert_location(a, root), TextFrom::Output),
+        None => (crash.reason.clone(), None, TextFrom::Corral),
+    };
+    let mut context = vec![("state".to_owned(), state.clone())];
+    if decisive.is_some() {
+        context.push(("why".to_owned(), crash.reason.clone()));
+    }
+    Some(Observation {
+        source: source.to_owned(),
+        category: "crash".into(),
+        severity: Severity::Error,
+        message,
+        location,
+        context,
+        text_from,
+        http: None,
+        first_seen: crash.at,
+        // In the new run's window, which begins at its start.
+        last_seen: started,
+        count: u64::from(crash.recent.max(1)),
+        raw: json!({"state": state, "why": crash.reason, "alert": decisive}),
+    })
 }
 
 /// Takes out the alert that says why a run died: the newest error alert of that run.
