@@ -863,7 +863,7 @@ impl Bridge {
                     && c.error.as_deref() == Some("insufficient_scope")
                 {
                     let scope = c.scope.unwrap_or_default();
-                    creds.want_scope(&scope);
+                    creds.want_scope(&scope).await;
                     return Err(Failure::Answer(format!(
                         "server '{}' needs more authorization for this (scope \"{scope}\"): run                          `corral auth {}` to grant it",
                         self.name, self.name

@@ -16,7 +16,6 @@ struct Current {
     generation: u64,
     refresh_at: Option<u64>,
     has_refresh: bool,
-    expires_at: Option<u64>,
 }
 
 pub struct Credentials {
@@ -37,7 +36,6 @@ impl Credentials {
                 generation: 0,
                 refresh_at: None,
                 has_refresh: false,
-                expires_at: None,
             }),
             refreshing: tokio::sync::Mutex::new(()),
         };
@@ -57,7 +55,6 @@ impl Credentials {
         });
         c.has_refresh = r.tokens.as_ref().is_some_and(|t| t.refresh.is_some());
         c.refresh_at = r.tokens.as_ref().and_then(refresh_point);
-        c.expires_at = r.tokens.as_ref().and_then(|t| t.expires_at);
     }
 
     /// The `Authorization` value to send, and the generation it belongs to.
@@ -142,12 +139,20 @@ impl Credentials {
         }
     }
 
-    /// Remembers scopes a server asked for beyond the grant, for the next `corral auth`.
-    pub fn want_scope(&self, scope: &str) {
-        let Ok(_lock) = self.store.lock() else {
+    /// Remembers scopes a server asked for beyond the grant, for the next `corral auth`
+    /// (off the async threads: the record's lock may be held through a refresh).
+    pub async fn want_scope(&self, scope: &str) {
+        let (store, scope) = (self.store.clone(), scope.to_owned());
+        let _ = tokio::task::spawn_blocking(move || want_scope(&store, &scope)).await;
+    }
+}
+
+fn want_scope(store: &Store, scope: &str) {
+    {
+        let Ok(_lock) = store.lock() else {
             return;
         };
-        let Ok(Some(mut r)) = self.store.load() else {
+        let Ok(Some(mut r)) = store.load() else {
             return;
         };
         let mut all: Vec<String> = r
@@ -166,15 +171,6 @@ impl Credentials {
         all.sort();
         all.dedup();
         r.wanted_scope = Some(all.join(" "));
-        let _ = self.store.save(&r);
-    }
-
-    /// Whether the token in use expired (then a 401 is expected, not a surprise).
-    pub fn expired(&self) -> bool {
-        self.current
-            .lock()
-            .unwrap()
-            .expires_at
-            .is_some_and(|e| e <= store::now())
+        let _ = store.save(&r);
     }
 }
