@@ -77,8 +77,8 @@ const EXAMPLES: &str = r#"
 # headers = { Authorization = "Bearer ${env:SEARCH_TOKEN}" }   # values are redacted in logs
 # transport = "auto"             # or "http" (Streamable HTTP only), "sse" (HTTP+SSE only)
 # Behind OAuth: nothing to set; `corral auth search` signs in once for every agent.
-# oauth = { client_id = "…", client_secret = "${env:SEARCH_SECRET}", scope = "read" }
-#                                # only for a client registered by hand
+# oauth = { client_id = "corral-dev", scope = "read" }   # only for a client registered
+#                                # by hand (its client_secret, if any, from ${env:…})
 
 # A dev process: its output kept and scanned for errors.
 # [processes.web]
