@@ -620,7 +620,7 @@ fn an_error_printed_before_the_question_is_in_the_answer() {
 #[test]
 fn a_crashed_and_restarted_process_stays_listed_until_it_runs_past_its_window() {
     let p = Project::new(
-        "[processes.worker]\nrestart = \"on-failure\"\ncrash_loop_window = \"4s\"\ncommand = \"if [ ! -e crashed ]; then touch crashed; printf 'Traceback (most recent call last):\\\\n  File \\\"worker.py\\\", line 9, in <module>\\\\nValueError: lost job 42\\\\n' >&2; exit 1; fi; exec sleep 1000\"\n",
+        "[processes.worker]\nrestart = \"on-failure\"\ncrash_loop_window = \"6s\"\ncommand = \"if [ ! -e crashed ]; then touch crashed; printf 'Traceback (most recent call last):\\\\n  File \\\"worker.py\\\", line 9, in <module>\\\\nValueError: lost job 42\\\\n' >&2; exit 1; fi; exec sleep 1000\"\n",
     );
     let _down = Down(&p);
     assert_eq!(p.run(&["up", "-d"]).code(), 0);

@@ -377,15 +377,15 @@ fn twenty_agents_hit_by_one_expiry_share_one_refresh() {
 /// server never sees an expired token.
 #[test]
 fn a_token_is_refreshed_before_it_expires() {
-    let provider = Provider::start(&["--access-ttl", "8"]);
+    let provider = Provider::start(&["--access-ttl", "12"]);
     let s = Setup::new(&provider);
     assert_eq!(s.run(&["up", "-d"]).0, 0);
     s.wait_state("needs_auth");
     assert_eq!(s.auth().0, 0);
     s.wait_state("ready");
     let start = Instant::now();
-    // Past the first token's life (8 s): refreshed at 6 s.
-    while start.elapsed() < Duration::from_secs(10) {
+    // Past the first token's life (12 s): refreshed 3 s before it ends.
+    while start.elapsed() < Duration::from_secs(14) {
         let (code, _, err) = s.call("whoami");
         assert_eq!(code, 0, "{err}");
         std::thread::sleep(Duration::from_millis(250));
