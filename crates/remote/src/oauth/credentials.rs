@@ -23,6 +23,9 @@ pub struct Credentials {
     current: Mutex<Current>,
     /// One refresh at a time in this process.
     refreshing: tokio::sync::Mutex<()>,
+    /// A refreshed record whose write failed: newer than the file (whose refresh token
+    /// is spent), so it stands, and is written again at the next refresh.
+    unsaved: Mutex<Option<Record>>,
 }
 
 impl Credentials {
@@ -38,6 +41,7 @@ impl Credentials {
                 has_refresh: false,
             }),
             refreshing: tokio::sync::Mutex::new(()),
+            unsaved: Mutex::new(None),
         };
         if let Some(r) = record {
             c.adopt(&r);
@@ -82,10 +86,17 @@ impl Credentials {
             .await
             .map_err(|e| Refused::Transient(e.to_string()))?
             .map_err(|e| Refused::Transient(format!("cannot lock the credentials: {e}")))?;
-        let record = self
-            .store
-            .load()
-            .map_err(|e| Refused::Rejected(e.to_string()))?;
+        let unsaved = self.unsaved.lock().unwrap().take();
+        let record = match unsaved {
+            Some(r) => {
+                self.save(&r);
+                Some(r)
+            }
+            None => self
+                .store
+                .load()
+                .map_err(|e| Refused::Rejected(e.to_string()))?,
+        };
         let Some(mut record) = record else {
             return Err(Refused::Rejected("no credentials yet".into()));
         };
@@ -114,14 +125,9 @@ impl Credentials {
                 record.tokens = Some(new);
                 record.generation += 1;
                 // Durable before use: a rotated refresh token that is not on disk is
-                // lost to every other process.
-                if let Err(e) = self.store.save(&record) {
-                    eprintln!(
-                        "corral: cannot save the refreshed credentials to {}: {e}; using them \
-                         in this process only",
-                        self.store.path().display()
-                    );
-                }
+                // lost to every other process (kept here, and written again, if the
+                // write fails).
+                self.save(&record);
                 self.adopt(&record);
                 drop(lock);
                 Ok(())
@@ -136,6 +142,18 @@ impl Credentials {
                 Err(Refused::Rejected(why))
             }
             Err(t) => Err(t),
+        }
+    }
+
+    /// Writes `record`; when that fails it is kept to be written at the next refresh.
+    fn save(&self, record: &Record) {
+        if let Err(e) = self.store.save(record) {
+            eprintln!(
+                "corral: cannot save the refreshed credentials to {}: {e}; using them in this \
+                 process and writing them again at the next refresh",
+                self.store.path().display()
+            );
+            *self.unsaved.lock().unwrap() = Some(record.clone());
         }
     }
 
