@@ -43,11 +43,8 @@ impl Http {
         tcp.set_connect_timeout(Some(CONNECT_TIMEOUT));
         tcp.set_keepalive(Some(KEEPALIVE));
         tcp.set_nodelay(true);
-        let tls = || {
-            hyper_rustls::HttpsConnectorBuilder::new()
-                .with_provider_and_native_roots(rustls::crypto::ring::default_provider())
-                .map_err(|e| format!("cannot load the system's trusted TLS certificates: {e}"))
-        };
+        let tls =
+            || tls_config().map(|c| hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(c));
         let proxy = if is_loopback(url) {
             None
         } else {
@@ -93,6 +90,31 @@ impl Http {
             }
         })
     }
+}
+
+/// The TLS settings every client of this process uses: rustls (ring) with the system's
+/// trusted roots, read once (a root store is hundreds of certificates parsed; OAuth makes
+/// a client per request).
+fn tls_config() -> Result<rustls::ClientConfig, String> {
+    use hyper_rustls::ConfigBuilderExt;
+    static CONFIG: std::sync::OnceLock<Result<rustls::ClientConfig, String>> =
+        std::sync::OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            let load = || -> std::io::Result<rustls::ClientConfig> {
+                Ok(
+                    rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+                        rustls::crypto::ring::default_provider(),
+                    ))
+                    .with_safe_default_protocol_versions()
+                    .map_err(std::io::Error::other)?
+                    .with_native_roots()?
+                    .with_no_client_auth(),
+                )
+            };
+            load().map_err(|e| format!("cannot load the system's trusted TLS certificates: {e}"))
+        })
+        .clone()
 }
 
 fn is_loopback(url: &Uri) -> bool {
