@@ -109,6 +109,7 @@ async fn measure(calls: usize) -> Result<String, String> {
         noise: &[],
         processes: Some(sup.processes()),
         proxies: Some(&proxies),
+        last_call: None,
     };
     let mut rows = Vec::new();
     for (label, args) in [

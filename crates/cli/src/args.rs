@@ -255,16 +255,19 @@ pub enum Command {
         #[arg(long)]
         standalone: bool,
     },
-    /// What is broken right now, deduplicated and ranked: servers, dev processes, proxied
-    /// HTTP requests and the browser (each source since its last start, unless --since).
+    /// What is broken right now, as incidents (a failure's root cause with its symptoms
+    /// under it): servers, dev processes, proxied HTTP requests and the browser.
     Errors {
         /// Only one source: server:NAME, process:NAME, proxy:NAME, browser (or a kind).
         #[arg(long, value_name = "SOURCE")]
         source: Option<String>,
-        /// Look back further: RFC 3339, or a duration ago (30s, 5m, 1h).
+        /// Only what was seen since: RFC 3339, or a duration ago (30s, 5m, 1h).
         #[arg(long, value_name = "WHEN")]
         since: Option<String>,
-        /// Entries at most.
+        /// Which incidents: open (active and regressed), resolved, or all.
+        #[arg(long, value_name = "STATUS", default_value = "open", value_parser = ["open", "resolved", "all"])]
+        status: String,
+        /// Incidents at most.
         #[arg(long, default_value_t = 25)]
         limit: usize,
         /// Errors only, no warnings.

@@ -224,7 +224,16 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
         text(&now)
     );
     assert!(entries(&now).iter().any(|e| e["source"] == "server:notes"));
-    let history = get_errors(&mut agent, json!({"since": "10m", "source": "process:web"}));
+    // The default answer says it was resolved since the last call; `resolved` lists it.
+    assert!(
+        text(&now).contains("1 resolved since your last call"),
+        "{}",
+        text(&now)
+    );
+    let history = get_errors(
+        &mut agent,
+        json!({"since": "10m", "source": "process:web", "status": "resolved"}),
+    );
     let old = entries(&history);
     assert_eq!(old.len(), 1, "{}", text(&history));
     assert_eq!(
@@ -232,6 +241,8 @@ fn one_call_finds_a_server_a_process_and_a_page_and_a_fixed_process_becomes_hist
         "ValueError: invalid literal for int() with base 10: 'abc'"
     );
     assert_eq!(old[0]["down"], false);
+    assert_eq!(old[0]["state"], "resolved");
+    assert_eq!(old[0]["fix"]["kind"], "restarted", "{}", text(&history));
 
     // The human's view of the same.
     let cli = p.run(&["errors", "--no-warnings"]);

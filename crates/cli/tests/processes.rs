@@ -588,9 +588,14 @@ fn a_restart_clears_the_last_alert_in_ps() {
     let row = process(&ps(&p), "app");
     assert_eq!(row["state"], "ready", "{row}");
     assert!(row["last_alert"].is_null(), "{row}");
-    // The alert is still history.
-    let errors = p.run(&["errors", "--since", "10m"]);
-    assert!(errors.stdout().contains("ValueError"), "{errors:?}");
+    // The alert is history: resolved by the restart.
+    let errors = p.run(&["errors"]);
+    assert!(!errors.stdout().contains("ValueError"), "{errors:?}");
+    let errors = p.run(&["errors", "--status", "resolved"]);
+    assert!(
+        errors.stdout().contains("ValueError") && errors.stdout().contains("restarted"),
+        "{errors:?}"
+    );
 }
 
 /// No gap: an error printed before `corral errors` is in its answer, even while its

@@ -1,6 +1,6 @@
 //! What the caller gathers: observations and what it knows about each source.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +108,98 @@ pub struct Observation {
     pub count: u64,
     /// Every field of the original record, for `raw` output.
     pub raw: serde_json::Value,
+    /// The request through the dev proxy this is (a failed request) or reports (a
+    /// page's failed fetch): what joins it to the rest of the same failure.
+    pub exchange: Option<Exchange>,
+    /// The page it happened on (a browser error's page URL).
+    pub page: Option<String>,
+    /// The dev process or server behind it when that is not its source (the process
+    /// serving a proxy's target, `process:api`): its restarts and reloads fix it too.
+    pub unit: Option<String>,
+}
+
+/// A request through the dev proxy as an observation knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Exchange {
+    /// The proxy's id for it (it sends it upstream as `X-Request-Id`, a page echoes it
+    /// in the report of a failed fetch); `None` when unknown.
+    pub id: Option<String>,
+    /// When the request came in, and when its answer ended (or failed).
+    pub start: SystemTime,
+    pub end: SystemTime,
+}
+
+/// Something that fixes what went wrong before it, if nothing recurs: a restart asked
+/// for, a reload or rebuild that succeeded, a request that went through, a page loaded
+/// again. The caller gathers them ([`report`](crate::report) decides what each fixes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fix {
+    pub scope: Scope,
+    pub kind: FixKind,
+    pub at: SystemTime,
+}
+
+/// What a [`Fix`] is about.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Scope {
+    /// A dev process or server (`process:api`): everything it printed, everything a
+    /// request it served and a page it served reported.
+    Unit(String),
+    /// A method and a path (without the query): failures of that request.
+    Request { method: String, path: String },
+    /// A page, by its path: what it reported.
+    Page(String),
+}
+
+/// How a [`Fix`] came about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FixKind {
+    /// Started or restarted on request.
+    Restarted,
+    /// The tool reloaded or rebuilt without an error (`tool`: `uvicorn`, `vite`, …).
+    Reloaded(String),
+    /// Ran past its crash-loop window after an automatic restart.
+    Recovered,
+    /// The same request went through later.
+    RequestOk,
+    /// The page was loaded again.
+    PageReloaded,
+}
+
+impl FixKind {
+    /// How long after it nothing may recur for it to count: a reload only ships the
+    /// change (a bundler compiles lazily, a handler runs on the next request), a page
+    /// runs its code after loading.
+    pub fn grace(&self) -> Duration {
+        match self {
+            FixKind::Reloaded(_) => Duration::from_secs(2),
+            FixKind::PageReloaded => Duration::from_secs(5),
+            FixKind::Restarted | FixKind::Recovered | FixKind::RequestOk => Duration::ZERO,
+        }
+    }
+
+    /// A short reason: `restarted`, `reloaded (uvicorn)`, …
+    pub fn describe(&self) -> String {
+        match self {
+            FixKind::Restarted => "restarted".into(),
+            FixKind::Reloaded(tool) => format!("reloaded ({tool})"),
+            FixKind::Recovered => "ran past its crash-loop window".into(),
+            FixKind::RequestOk => "the same request succeeded".into(),
+            FixKind::PageReloaded => "the page was reloaded".into(),
+        }
+    }
+
+    /// Stable and short, for JSON: `restarted`, `reloaded`, `recovered`, `request_ok`,
+    /// `page_reloaded`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FixKind::Restarted => "restarted",
+            FixKind::Reloaded(_) => "reloaded",
+            FixKind::Recovered => "recovered",
+            FixKind::RequestOk => "request_ok",
+            FixKind::PageReloaded => "page_reloaded",
+        }
+    }
 }
 
 impl Observation {
@@ -133,6 +225,9 @@ impl Observation {
             last_seen: at,
             count: 1,
             raw: serde_json::Value::Null,
+            exchange: None,
+            page: None,
+            unit: None,
         }
     }
 
@@ -168,6 +263,21 @@ impl Observation {
         self.raw = raw;
         self
     }
+
+    pub fn exchange(mut self, exchange: Exchange) -> Self {
+        self.exchange = Some(exchange);
+        self
+    }
+
+    pub fn page(mut self, page: impl Into<String>) -> Self {
+        self.page = Some(page.into());
+        self
+    }
+
+    pub fn unit(mut self, unit: impl Into<String>) -> Self {
+        self.unit = Some(unit.into());
+        self
+    }
 }
 
 /// What the caller knows about one source it consulted.
@@ -175,19 +285,15 @@ impl Observation {
 pub struct SourceInfo {
     /// `server:NAME`, `process:NAME`, `proxy:NAME` or `browser`.
     pub source: String,
-    /// Its last (re)start: errors before it are history, not the current state.
-    /// `None`: no start known, everything the caller gathered counts.
-    pub boundary: Option<SystemTime>,
     /// Set when it is down right now (crashed, gave up, failed to start): this
-    /// observation is listed whatever the boundary, `since` or limit.
+    /// observation is listed whatever the query's `since`, status or limit.
     pub down: Option<Observation>,
 }
 
 impl SourceInfo {
-    pub fn new(source: impl Into<String>, boundary: Option<SystemTime>) -> Self {
+    pub fn new(source: impl Into<String>) -> Self {
         SourceInfo {
             source: source.into(),
-            boundary,
             down: None,
         }
     }
@@ -196,4 +302,18 @@ impl SourceInfo {
         self.down = Some(observation);
         self
     }
+}
+
+/// The path of a page or request URL: without scheme and host, query and fragment
+/// (`http://app.localhost/users?id=2` → `/users`).
+pub fn url_path(url: &str) -> &str {
+    let rest = match url.find("://") {
+        Some(i) => {
+            let after = &url[i + 3..];
+            after.find('/').map_or("/", |j| &after[j..])
+        }
+        None => url,
+    };
+    let end = rest.find(['?', '#']).unwrap_or(rest.len());
+    &rest[..end]
 }

@@ -100,17 +100,55 @@ impl fmt::Display for SourceFilter {
     }
 }
 
-/// What to report. `Query::default()`: every source, each since its last start,
-/// warnings included, 25 entries, the default noise rules.
+/// Which incidents a query lists, by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Status {
+    /// Active and regressed: what is broken now (the default).
+    #[default]
+    Open,
+    /// Resolved only.
+    Resolved,
+    /// Every state.
+    All,
+}
+
+impl Status {
+    /// `open`, `resolved` or `all`.
+    pub fn parse(text: &str) -> Result<Status, String> {
+        match text.trim() {
+            "open" | "active" => Ok(Status::Open),
+            "resolved" => Ok(Status::Resolved),
+            "all" => Ok(Status::All),
+            other => Err(format!(
+                "unknown status {other:?}: expected open (active and regressed, the \
+                 default), resolved or all"
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Open => "open",
+            Status::Resolved => "resolved",
+            Status::All => "all",
+        }
+    }
+}
+
+/// What to report. `Query::default()`: every source, what is open (active and
+/// regressed), warnings included, 25 incidents, the default noise rules.
 #[derive(Debug, Clone)]
 pub struct Query {
     pub source: Option<SourceFilter>,
-    /// Overrides every source's boundary (see [`parse_since`]).
+    /// Only what was seen at or after this time (see [`parse_since`]).
     pub since: Option<SystemTime>,
     pub include_warnings: bool,
-    /// At most this many entries (down sources are always listed, on top if need be).
+    /// At most this many incidents (down sources are always listed, on top if need be).
     pub limit: usize,
     pub noise: NoiseFilter,
+    pub status: Status,
+    /// When the same caller asked last: the report counts what was resolved since.
+    pub last_call: Option<SystemTime>,
 }
 
 impl Query {
@@ -125,6 +163,8 @@ impl Default for Query {
             include_warnings: true,
             limit: Query::DEFAULT_LIMIT,
             noise: NoiseFilter::default(),
+            status: Status::Open,
+            last_call: None,
         }
     }
 }

@@ -6,7 +6,11 @@ use std::time::{Duration, SystemTime};
 use serde_json::{Map, Value, json};
 
 use crate::model::Severity;
-use crate::report::{Boundary, Entry, Report};
+use crate::query::Status;
+use crate::report::{Entry, Report, State};
+
+/// Symptoms shown under an incident in text (JSON has them all).
+const MAX_SYMPTOMS: usize = 5;
 
 /// Longest message, location or context value shown in text (in characters; longer
 /// ones are cut with `…`).
@@ -134,42 +138,44 @@ impl Report {
                 plural(self.warnings as u64, "warning")
             )
         };
-        let mut line = format!(
-            "{counts} (sources: {}; {}",
-            self.sources_list(),
-            self.window()
-        );
+        let counts = match self.status {
+            Status::Open => counts,
+            Status::Resolved => format!("{} resolved", self.resolved),
+            Status::All => format!("{counts}, {} of them resolved", self.resolved),
+        };
+        let mut line = format!("{counts}{}", self.resolved_note());
+        line.push_str(&format!(" (sources: {}", self.sources_list()));
+        self.push_since(&mut line);
         self.push_unavailable(&mut line);
         line.push(')');
         line
     }
 
     fn clean_line(&self) -> String {
-        let mut line = match &self.boundary {
-            Boundary::Since(since) => format!(
-                "No errors since {} ({} ago; sources: {}",
-                humantime::format_rfc3339_seconds(*since),
-                age(self.now, *since),
-                self.sources_list()
-            ),
-            Boundary::LastStart(starts) if starts.iter().any(|(_, s)| s.is_some()) => {
-                let list: Vec<String> = starts
-                    .iter()
-                    .map(|(source, start)| match start {
-                        Some(start) => format!("{source} {} ago", age(self.now, *start)),
-                        None => source.clone(),
-                    })
-                    .collect();
-                format!(
-                    "No errors since each source's last start ({}",
-                    list.join(", ")
-                )
-            }
-            Boundary::LastStart(_) => format!("No errors (sources: {}", self.sources_list()),
+        let none = match self.status {
+            Status::Open => "No errors",
+            Status::Resolved => "Nothing resolved",
+            Status::All => "No errors recorded",
         };
+        let mut line = format!(
+            "{none}{} (sources: {}",
+            self.resolved_note(),
+            self.sources_list()
+        );
+        self.push_since(&mut line);
         self.push_unavailable(&mut line);
         line.push_str(").");
         line
+    }
+
+    /// `; 2 resolved since your last call` when the default view leaves them out.
+    fn resolved_note(&self) -> String {
+        match self.resolved_since_last_call {
+            Some(n) if n > 0 && self.status == Status::Open => {
+                format!("; {n} resolved since your last call (status \"resolved\" lists them)")
+            }
+            _ => String::new(),
+        }
     }
 
     fn sources_list(&self) -> String {
@@ -180,17 +186,14 @@ impl Report {
         }
     }
 
-    fn window(&self) -> String {
-        match &self.boundary {
-            Boundary::Since(since) => format!(
-                "since {}, {} ago",
-                humantime::format_rfc3339_seconds(*since),
-                age(self.now, *since)
-            ),
-            Boundary::LastStart(starts) if starts.iter().any(|(_, s)| s.is_some()) => {
-                "since each one's last start".to_owned()
-            }
-            Boundary::LastStart(_) => "everything recorded".to_owned(),
+    fn push_since(&self, line: &mut String) {
+        if let Some(since) = self.since {
+            let _ = write!(
+                line,
+                "; since {}, {} ago",
+                humantime::format_rfc3339_seconds(since),
+                age(self.now, since)
+            );
         }
     }
 
@@ -215,16 +218,20 @@ impl Report {
         if e.down {
             facts.push("down".to_owned());
         }
-        if e.severity == Severity::Warning {
-            facts.push("warning".to_owned());
+        match &e.state {
+            State::Active => {}
+            State::Regressed { fix } => facts.push(format!(
+                "regressed: resolved {} ago ({}), seen again",
+                age(self.now, fix.at),
+                fix.kind.describe(),
+            )),
+            State::Resolved { fix } => facts.push(format!(
+                "resolved {} ago: {}",
+                age(self.now, fix.at),
+                fix.kind.describe()
+            )),
         }
-        if e.count > 1 {
-            facts.push(format!("{}x", e.count));
-            facts.push(format!("latest {} ago", age(self.now, e.last_seen)));
-        } else {
-            facts.push(format!("{} ago", age(self.now, e.last_seen)));
-        }
-        facts.extend(e.text_from.label().map(str::to_owned));
+        facts.extend(self.occurrence_facts(e));
         let tag = format!("[{}:{}]", e.source, e.category);
         let _ = writeln!(
             out,
@@ -243,82 +250,95 @@ impl Report {
         for (name, value) in &e.context {
             let _ = writeln!(out, "  {}: {}", one_line(name), one_line(value));
         }
+        for s in e.symptoms.iter().take(MAX_SYMPTOMS) {
+            let tag = format!("[{}:{}]", s.source, s.category);
+            let _ = writeln!(
+                out,
+                "  ↳ {} {} ({}) {}",
+                style.severity(s.severity, &tag),
+                one_line(&s.message),
+                self.occurrence_facts(s).join(", "),
+                style.dim(&format!("#{}", s.id))
+            );
+        }
+        if e.symptoms.len() > MAX_SYMPTOMS {
+            let _ = writeln!(
+                out,
+                "  {}",
+                style.dim(&format!(
+                    "↳ {} more symptoms (raw lists them)",
+                    e.symptoms.len() - MAX_SYMPTOMS
+                ))
+            );
+        }
+    }
+
+    /// `warning`, `3x`, `latest 12s ago` / `12s ago`, who wrote the text.
+    fn occurrence_facts(&self, e: &Entry) -> Vec<String> {
+        let mut facts = Vec::new();
+        if e.severity == Severity::Warning {
+            facts.push("warning".to_owned());
+        }
+        if e.count > 1 {
+            facts.push(format!("{}x", e.count));
+            facts.push(format!("latest {} ago", age(self.now, e.last_seen)));
+        } else {
+            facts.push(format!("{} ago", age(self.now, e.last_seen)));
+        }
+        facts.extend(e.text_from.label().map(str::to_owned));
+        facts
     }
 
     /// Every field, times in RFC 3339 with milliseconds; texts at most
-    /// [`MAX_JSON_TEXT`] bytes. `raw`: each entry also carries the raw records it was
-    /// folded from (`"raw": [...]`), the newest first, within [`RAW_BUDGET`] for the
-    /// whole answer (`"raw_left_out": N` counts what did not fit). `text_from` says who
-    /// wrote an entry's text (`output`, `http`, `page`; `corral` for Corral's own).
+    /// [`MAX_JSON_TEXT`] bytes. `raw`: each entry (and symptom) also carries the raw
+    /// records it was folded from (`"raw": [...]`), the newest first, within
+    /// [`RAW_BUDGET`] for the whole answer (`"raw_left_out": N` counts what did not
+    /// fit). `text_from` says who wrote an entry's text (`output`, `http`, `page`;
+    /// `corral` for Corral's own). Each entry is an incident: its root cause, with the
+    /// other entries of the same failure as `symptoms` (the same fields, no symptoms of
+    /// their own).
     ///
     /// ```json
     /// { "errors": 2, "warnings": 1, "shown": 3, "truncated": 0, "warnings_not_shown": 0,
+    ///   "status": "open", "resolved": 4, "resolved_since_last_call": 1 | null,
     ///   "hidden_as_noise": 7, "hidden_by": {"redirects": 3, "hot reload": 4}, "consulted": ["server:files"],
     ///   "unavailable": [{"source": "proxy", "reason": "needs the daemon"}],
-    ///   "boundary": {"kind": "last_start", "sources": [{"source": "server:files", "start": "…"}]}
-    ///            or {"kind": "since", "since": "…"},
+    ///   "boundary": {"kind": "recorded"} or {"kind": "since", "since": "…"},
     ///   "now": "…", "entries": [{ "id", "source", "category", "severity", "message",
     ///   "location", "context": {name: value}, "text_from", "http": {method, path, status} | null,
-    ///   "count", "first_seen", "last_seen", "down" }] }
+    ///   "count", "first_seen", "last_seen", "down",
+    ///   "state": "active" | "regressed" | "resolved",
+    ///   "fix": {"kind": "restarted" | "reloaded" | "recovered" | "request_ok" | "page_reloaded",
+    ///           "why": "reloaded (uvicorn)", "at": "…"} (regressed: what it came back after),
+    ///   "symptoms": [{…}] }] }
     /// ```
     pub fn json(&self, raw: bool) -> Value {
-        let boundary = match &self.boundary {
-            Boundary::Since(since) => json!({ "kind": "since", "since": time(*since) }),
-            Boundary::LastStart(starts) => json!({
-                "kind": "last_start",
-                "sources": starts
-                    .iter()
-                    .map(|(source, start)| json!({
-                        "source": source,
-                        "start": start.map(time),
-                    }))
-                    .collect::<Vec<_>>(),
-            }),
+        let boundary = match self.since {
+            Some(since) => json!({ "kind": "since", "since": time(since) }),
+            None => json!({ "kind": "recorded" }),
         };
-        let mut raw_budget = RAW_BUDGET;
-        let mut raw_left_out = 0usize;
+        let mut budget = RawBudget {
+            left: RAW_BUDGET,
+            left_out: 0,
+        };
         let entries: Vec<Value> = self
             .entries
             .iter()
             .map(|e| {
-                let mut context = Map::new();
-                for (name, value) in &e.context {
-                    context.insert(name.clone(), Value::String(capped(value)));
+                let mut v = entry_json(e, raw.then_some(&mut budget));
+                v["state"] = json!(e.state.as_str());
+                if let State::Regressed { fix } | State::Resolved { fix } = &e.state {
+                    v["fix"] = json!({
+                        "kind": fix.kind.as_str(),
+                        "why": fix.kind.describe(),
+                        "at": time(fix.at),
+                    });
                 }
-                let mut http = e.http.clone();
-                if let Some(h) = &mut http {
-                    h.path = capped(&h.path);
-                }
-                let mut v = json!({
-                    "id": e.id,
-                    "source": e.source,
-                    "category": e.category,
-                    "severity": e.severity,
-                    "message": capped(&e.message),
-                    "location": e.location.as_deref().map(capped),
-                    "context": context,
-                    "text_from": e.text_from,
-                    "http": http,
-                    "count": e.count,
-                    "first_seen": time(e.first_seen),
-                    "last_seen": time(e.last_seen),
-                    "down": e.down,
-                });
-                if raw {
-                    let mut kept = Vec::new();
-                    for record in e.raw.iter().rev() {
-                        let size = serde_json::to_string(record).map_or(usize::MAX, |s| s.len());
-                        match raw_budget.checked_sub(size) {
-                            Some(left) => {
-                                raw_budget = left;
-                                kept.push(record.clone());
-                            }
-                            None => raw_left_out += 1,
-                        }
-                    }
-                    kept.reverse();
-                    v["raw"] = Value::Array(kept);
-                }
+                v["symptoms"] = e
+                    .symptoms
+                    .iter()
+                    .map(|s| entry_json(s, raw.then_some(&mut budget)))
+                    .collect();
                 v
             })
             .collect();
@@ -328,6 +348,9 @@ impl Report {
             "shown": self.entries.len(),
             "truncated": self.truncated,
             "warnings_not_shown": self.warnings_not_shown,
+            "status": self.status.as_str(),
+            "resolved": self.resolved,
+            "resolved_since_last_call": self.resolved_since_last_call,
             "hidden_as_noise": self.hidden,
             "hidden_by": self
                 .hidden_by
@@ -344,11 +367,61 @@ impl Report {
             "now": time(self.now),
             "entries": entries,
         });
-        if raw_left_out > 0 {
-            answer["raw_left_out"] = json!(raw_left_out);
+        if budget.left_out > 0 {
+            answer["raw_left_out"] = json!(budget.left_out);
         }
         answer
     }
+}
+
+/// What is left of [`RAW_BUDGET`] in one answer, and how many records did not fit.
+struct RawBudget {
+    left: usize,
+    left_out: usize,
+}
+
+/// One entry's own fields (not its state or symptoms); its raw records when a budget
+/// is given, the newest first kept.
+fn entry_json(e: &Entry, budget: Option<&mut RawBudget>) -> Value {
+    let mut context = Map::new();
+    for (name, value) in &e.context {
+        context.insert(name.clone(), Value::String(capped(value)));
+    }
+    let mut http = e.http.clone();
+    if let Some(h) = &mut http {
+        h.path = capped(&h.path);
+    }
+    let mut v = json!({
+        "id": e.id,
+        "source": e.source,
+        "category": e.category,
+        "severity": e.severity,
+        "message": capped(&e.message),
+        "location": e.location.as_deref().map(capped),
+        "context": context,
+        "text_from": e.text_from,
+        "http": http,
+        "count": e.count,
+        "first_seen": time(e.first_seen),
+        "last_seen": time(e.last_seen),
+        "down": e.down,
+    });
+    if let Some(budget) = budget {
+        let mut kept = Vec::new();
+        for record in e.raw.iter().rev() {
+            let size = serde_json::to_string(record).map_or(usize::MAX, |s| s.len());
+            match budget.left.checked_sub(size) {
+                Some(left) => {
+                    budget.left = left;
+                    kept.push(record.clone());
+                }
+                None => budget.left_out += 1,
+            }
+        }
+        kept.reverse();
+        v["raw"] = Value::Array(kept);
+    }
+    v
 }
 
 fn time(t: SystemTime) -> String {

@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use crate::model::{Http, Observation, Severity, SourceInfo, TextFrom};
+use crate::model::{Exchange, Fix, Http, Observation, Severity, SourceInfo, TextFrom};
 use crate::noise::NoiseFilter;
-use crate::query::Query;
+use crate::query::{Query, Status};
 
 /// The stable id of an entry: [`corral_alerts::stable_id`] of its source, category,
 /// message and location (nothing for a missing one), the same as an alert's id, so an
@@ -18,10 +18,11 @@ pub fn entry_id(source: &str, category: &str, message: &str, location: Option<&s
 }
 
 /// One distinct problem: every observation with the same source, category, message
-/// and location, folded.
+/// and location, folded. The entries of one failure are one incident: the root cause's
+/// entry, its symptoms folded under it ([`Entry::symptoms`]).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Entry {
-    /// See [`entry_id`].
+    /// See [`entry_id`]. An incident's id is its root cause's.
     pub id: String,
     pub source: String,
     pub category: String,
@@ -44,6 +45,37 @@ pub struct Entry {
     pub down: bool,
     /// The raw records of the folded observations, oldest first (`null`s left out).
     pub raw: Vec<serde_json::Value>,
+    /// Of the incident (a symptom's is its incident's).
+    pub state: State,
+    /// The other entries of the same failure, most telling first (empty for a
+    /// symptom).
+    pub symptoms: Vec<Entry>,
+}
+
+/// Where an incident stands, like an error tracker's issue.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    /// Seen, and nothing fixed it since.
+    Active,
+    /// Seen again after `fix` had resolved it.
+    Regressed { fix: Fix },
+    /// Not seen since `fix`.
+    Resolved { fix: Fix },
+}
+
+impl State {
+    /// `active`, `regressed` or `resolved`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            State::Active => "active",
+            State::Regressed { .. } => "regressed",
+            State::Resolved { .. } => "resolved",
+        }
+    }
+
+    fn open(&self) -> bool {
+        !matches!(self, State::Resolved { .. })
+    }
 }
 
 impl Entry {
@@ -81,27 +113,23 @@ fn split_class(message: &str) -> Option<(&str, &str)> {
     (is_name && is_class && !rest.is_empty()).then_some((head, rest))
 }
 
-/// How the time window was chosen.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Boundary {
-    /// Each consulted source since its own last (re)start; `None`: no start known,
-    /// everything gathered counted.
-    LastStart(Vec<(String, Option<SystemTime>)>),
-    /// Every source since this time (the query's `since`).
-    Since(SystemTime),
-}
-
 /// What is broken right now. Render with [`Report::text`], [`Report::colored`] or
 /// [`Report::json`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
-    /// Ranked: down sources first, then errors before warnings, then most recent
-    /// first, then by id.
+    /// The incidents listed (each one's root cause, its symptoms under it), ranked:
+    /// down sources first, then errors before warnings, then regressed before active,
+    /// then most recent first, then by id.
     pub entries: Vec<Entry>,
-    /// Distinct errors and warnings in the window (before `include_warnings` and the
-    /// limit, so these are the true totals).
+    /// Distinct incidents the status asked for, errors and warnings (before
+    /// `include_warnings` and the limit, so these are the true totals).
     pub errors: usize,
     pub warnings: usize,
+    /// Incidents resolved (in the window), listed or not.
+    pub resolved: usize,
+    /// Incidents resolved after the query's `last_call`; `None` without one.
+    pub resolved_since_last_call: Option<usize>,
+    pub status: Status,
     /// The sources looked at: the `sources` given, then any other source an
     /// observation named, in that order, each only if the query's source filter
     /// admits it.
@@ -109,7 +137,8 @@ pub struct Report {
     /// Sources that could not be consulted and why, e.g. `("proxy", "needs the
     /// daemon")`. [`report`] leaves it empty: the caller sets it.
     pub unavailable: Vec<(String, String)>,
-    pub boundary: Boundary,
+    /// The query's `since`: what was last seen before it is left out.
+    pub since: Option<SystemTime>,
     /// Occurrences (sums of counts) in the window hidden as noise.
     pub hidden: u64,
     /// The same by reason ([`NoiseFilter::REASONS`](crate::NoiseFilter::REASONS)
@@ -119,7 +148,7 @@ pub struct Report {
     pub warnings_not_shown: usize,
     /// The query left warnings out: the header counts only errors.
     pub warnings_off: bool,
-    /// Entries beyond the limit.
+    /// Incidents beyond the limit.
     pub truncated: usize,
     /// When the report was made; ages in the text are relative to it.
     pub now: SystemTime,
@@ -129,30 +158,31 @@ pub struct Report {
 ///
 /// 1. Source filter: observations and down sources the query's filter does not admit
 ///    are left out (not counted anywhere).
-/// 2. Window: an observation counts if its `last_seen` is at or after its source's
-///    boundary ([`SourceInfo::boundary`], none: always), or at or after the query's
-///    `since`, which overrides every boundary. A down source's observation counts
-///    whatever the window.
-/// 3. Noise: the query's [`NoiseFilter`](crate::NoiseFilter) hides observations (not
+/// 2. Noise: the query's [`NoiseFilter`](crate::NoiseFilter) hides observations (not
 ///    down ones), counted in [`Report::hidden`].
-/// 4. Dedup by (source, category, message, location): counts summed, first seen the
+/// 3. Dedup by (source, category, message, location): counts summed, first seen the
 ///    earliest, last seen the latest, severity the worst, context and http of the
 ///    latest, raw records of all.
-/// 5. Rank (see [`Report::entries`]), then drop warnings if `include_warnings` is off,
-///    then cut at `limit`. Down entries survive both (they are first, so the limit
-///    only grows when more sources are down than it allows).
+/// 4. Incidents ([`crate::incidents`]): entries that are one failure are joined, the
+///    root cause first; each incident's state follows from its occurrences and the
+///    `fixes`.
+/// 5. Window: an incident is in when it was last seen at or after the query's
+///    `since`; a down source's always.
+/// 6. Status (a down incident is open), rank (see [`Report::entries`]), warnings if
+///    `include_warnings` is off, then the limit. Down incidents survive the last two
+///    (they are first, so the limit only grows when more sources are down than it
+///    allows).
 pub fn report(
     observations: Vec<Observation>,
     sources: &[SourceInfo],
+    fixes: &[Fix],
     query: &Query,
     now: SystemTime,
 ) -> Report {
     let wanted = |source: &str| query.source.as_ref().is_none_or(|f| f.matches(source));
 
     let mut consulted: Vec<String> = Vec::new();
-    let mut boundaries: HashMap<&str, Option<SystemTime>> = HashMap::new();
     for info in sources {
-        boundaries.entry(&info.source).or_insert(info.boundary);
         if wanted(&info.source) && !consulted.contains(&info.source) {
             consulted.push(info.source.clone());
         }
@@ -163,32 +193,24 @@ pub fn report(
         }
     }
 
+    // Every source's observations take part in joining (a browser error under a
+    // backend's traceback), the source filter applies to incidents by their root.
     let mut hidden_by: Vec<(&'static str, u64)> = Vec::new();
     let mut kept: Vec<(Observation, bool)> = Vec::new();
     for obs in observations {
-        if !wanted(&obs.source) {
-            continue;
-        }
-        let start = match query.since {
-            Some(since) => Some(since),
-            None => boundaries.get(obs.source.as_str()).copied().flatten(),
-        };
-        if start.is_some_and(|start| obs.last_seen < start) {
-            continue;
-        }
         if let Some(reason) = query.noise.reason(&obs) {
-            match hidden_by.iter_mut().find(|(r, _)| *r == reason) {
-                Some((_, n)) => *n += obs.count.max(1),
-                None => hidden_by.push((reason, obs.count.max(1))),
+            if wanted(&obs.source) {
+                match hidden_by.iter_mut().find(|(r, _)| *r == reason) {
+                    Some((_, n)) => *n += obs.count.max(1),
+                    None => hidden_by.push((reason, obs.count.max(1))),
+                }
             }
             continue;
         }
         kept.push((obs, false));
     }
     for info in sources {
-        if let Some(down) = &info.down
-            && wanted(&info.source)
-        {
+        if let Some(down) = &info.down {
             kept.push((down.clone(), true));
         }
     }
@@ -198,6 +220,7 @@ pub fn report(
     type Key = (String, String, String, Option<String>);
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut entries: Vec<Entry> = Vec::new();
+    let mut facts: Vec<Facts> = Vec::new();
     for (obs, down) in kept {
         let key = (
             obs.source.clone(),
@@ -206,7 +229,13 @@ pub fn report(
             obs.location.clone(),
         );
         let count = obs.count.max(1);
-        match index.get(&key) {
+        let occurrence = Occurrence {
+            first: obs.first_seen.min(obs.last_seen),
+            last: obs.last_seen,
+            exchange: obs.exchange.clone(),
+            page: obs.page.clone(),
+        };
+        let i = match index.get(&key) {
             Some(&i) => {
                 let e = &mut entries[i];
                 e.count += count;
@@ -219,9 +248,11 @@ pub fn report(
                 if !obs.raw.is_null() {
                     e.raw.push(obs.raw);
                 }
+                i
             }
             None => {
                 index.insert(key, entries.len());
+                facts.push(Facts::default());
                 entries.push(Entry {
                     id: entry_id(
                         &obs.source,
@@ -238,7 +269,7 @@ pub fn report(
                     text_from: obs.text_from,
                     http: obs.http,
                     count,
-                    first_seen: obs.first_seen.min(obs.last_seen),
+                    first_seen: occurrence.first,
                     last_seen: obs.last_seen,
                     down,
                     raw: if obs.raw.is_null() {
@@ -246,13 +277,43 @@ pub fn report(
                     } else {
                         vec![obs.raw]
                     },
+                    state: State::Active,
+                    symptoms: Vec::new(),
                 });
+                entries.len() - 1
             }
-        }
+        };
+        let f = &mut facts[i];
+        f.units.extend(obs.unit);
+        f.occurrences.push(occurrence);
     }
+
+    let incidents = crate::incidents::join(entries, facts, fixes, now);
 
     hidden_by.sort_by_key(|(reason, _)| NoiseFilter::REASONS.iter().position(|r| r == reason));
     let hidden = hidden_by.iter().map(|(_, n)| n).sum();
+
+    let mut entries: Vec<Entry> = incidents
+        .into_iter()
+        .filter(|e| wanted(&e.source) || e.symptoms.iter().any(|s| wanted(&s.source)))
+        .filter(|e| e.down || query.since.is_none_or(|since| last_seen(e) >= since))
+        .collect();
+    let resolved_at = |e: &Entry| match &e.state {
+        State::Resolved { fix } => Some(fix.at + fix.kind.grace()),
+        _ => None,
+    };
+    let resolved = entries.iter().filter(|e| resolved_at(e).is_some()).count();
+    let resolved_since_last_call = query.last_call.map(|last| {
+        entries
+            .iter()
+            .filter(|e| resolved_at(e).is_some_and(|at| at > last))
+            .count()
+    });
+    entries.retain(|e| match query.status {
+        Status::Open => e.state.open(),
+        Status::Resolved => !e.state.open(),
+        Status::All => true,
+    });
 
     let errors = entries
         .iter()
@@ -271,23 +332,16 @@ pub fn report(
     let truncated = entries.len().saturating_sub(keep);
     entries.truncate(keep);
 
-    let boundary = match query.since {
-        Some(since) => Boundary::Since(since),
-        None => Boundary::LastStart(
-            consulted
-                .iter()
-                .map(|s| (s.clone(), boundaries.get(s.as_str()).copied().flatten()))
-                .collect(),
-        ),
-    };
-
     Report {
         entries,
         errors,
         warnings,
+        resolved,
+        resolved_since_last_call,
+        status: query.status,
         consulted,
         unavailable: Vec::new(),
-        boundary,
+        since: query.since,
         hidden,
         hidden_by,
         warnings_not_shown,
@@ -297,14 +351,46 @@ pub fn report(
     }
 }
 
-/// Down first, then errors before warnings, then most recent first, then by id (so
-/// equal entries come out in the same order every time).
+/// When an incident was last seen: its root's or a symptom's, the latest.
+pub(crate) fn last_seen(e: &Entry) -> SystemTime {
+    e.symptoms
+        .iter()
+        .map(|s| s.last_seen)
+        .fold(e.last_seen, SystemTime::max)
+}
+
+/// What joining needs to know of an entry beyond what it shows.
+#[derive(Debug, Default)]
+pub(crate) struct Facts {
+    /// Each folded observation's times, request and page.
+    pub occurrences: Vec<Occurrence>,
+    /// The units behind it ([`Observation::unit`]).
+    pub units: Vec<String>,
+}
+
+#[derive(Debug)]
+pub(crate) struct Occurrence {
+    pub first: SystemTime,
+    pub last: SystemTime,
+    pub exchange: Option<Exchange>,
+    pub page: Option<String>,
+}
+
+/// Down first, then errors before warnings, then regressed before active before
+/// resolved, then most recent first, then by id (so equal entries come out in the same
+/// order every time).
 pub(crate) fn rank(entries: &mut [Entry]) {
+    let state = |e: &Entry| match e.state {
+        State::Regressed { .. } => 0,
+        State::Active => 1,
+        State::Resolved { .. } => 2,
+    };
     entries.sort_by(|a, b| {
         b.down
             .cmp(&a.down)
             .then(b.severity.cmp(&a.severity))
-            .then(b.last_seen.cmp(&a.last_seen))
+            .then(state(a).cmp(&state(b)))
+            .then(last_seen(b).cmp(&last_seen(a)))
             .then_with(|| a.id.cmp(&b.id))
     });
 }
@@ -364,6 +450,7 @@ mod tests {
         let r = report(
             vec![obs(50, 2), obs(10, 1), obs(30, 4)],
             &[],
+            &[],
             &Query::default(),
             at(60),
         );
@@ -392,6 +479,7 @@ mod tests {
         let r = report(
             vec![obs("a.ts:1"), obs("b.ts:1"), obs("a.ts:1")],
             &[],
+            &[],
             &Query::default(),
             at(2),
         );
@@ -411,7 +499,8 @@ mod tests {
                 obs("tie b", Severity::Error, 20),
                 obs("tie a", Severity::Error, 20),
             ],
-            &[SourceInfo::new("server:s", None).down(down)],
+            &[SourceInfo::new("server:s").down(down)],
+            &[],
             &Query::default(),
             at(50),
         );

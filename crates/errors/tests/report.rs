@@ -5,8 +5,8 @@
 use std::time::SystemTime;
 
 use corral_errors::{
-    Http, NoiseFilter, Observation, Query, Severity, SourceFilter, SourceInfo, TextFrom,
-    parse_since, report,
+    Exchange, Fix, FixKind, Http, NoiseFilter, Observation, Query, Scope, Severity, SourceFilter,
+    SourceInfo, Status, TextFrom, parse_since, report,
 };
 use insta::assert_snapshot;
 use serde_json::json;
@@ -38,10 +38,10 @@ fn request(
     .raw(json!({ "method": method, "path": path, "status": status }))
 }
 
-/// What the sources know: last starts, and the two servers that are down.
+/// What the sources know: the two servers that are down.
 fn sources() -> Vec<SourceInfo> {
     vec![
-        SourceInfo::new("server:files", Some(t("18:00:00"))).down(
+        SourceInfo::new("server:files").down(
             Observation::new(
                 "server:files",
                 "crash",
@@ -53,7 +53,7 @@ fn sources() -> Vec<SourceInfo> {
             .context("exit", "code 1 after 20m")
             .raw(json!({ "event": "server.crashed", "exit_code": 1 })),
         ),
-        SourceInfo::new("server:search", Some(t("18:25:00"))).down(
+        SourceInfo::new("server:search").down(
             Observation::new(
                 "server:search",
                 "start_failed",
@@ -64,12 +64,47 @@ fn sources() -> Vec<SourceInfo> {
             .context("command", "uvx mcp-search --stdio")
             .text_from(TextFrom::Corral),
         ),
-        SourceInfo::new("server:notes", Some(t("17:00:00"))),
-        SourceInfo::new("process:web", Some(t("18:15:00"))),
-        SourceInfo::new("process:worker", Some(t("18:00:00"))),
-        SourceInfo::new("proxy:web", Some(t("18:15:00"))),
-        SourceInfo::new("browser", None),
+        SourceInfo::new("server:notes"),
+        SourceInfo::new("process:web"),
+        SourceInfo::new("process:worker"),
+        SourceInfo::new("proxy:web"),
+        SourceInfo::new("browser"),
     ]
+}
+
+/// What fixed things: process:web restarted on request at 18:15, the page /dashboard
+/// reloaded at 18:27 (its TypeError came back at 18:29:40), and GET /api/orders went
+/// through at 18:17 after failing at 18:16.
+fn fixes() -> Vec<Fix> {
+    vec![
+        Fix {
+            scope: Scope::Unit("process:web".into()),
+            kind: FixKind::Restarted,
+            at: t("18:15:00"),
+        },
+        Fix {
+            scope: Scope::Page("/dashboard".into()),
+            kind: FixKind::PageReloaded,
+            at: t("18:27:00"),
+        },
+        Fix {
+            scope: Scope::Request {
+                method: "GET".into(),
+                path: "/api/orders".into(),
+            },
+            kind: FixKind::RequestOk,
+            at: t("18:17:00"),
+        },
+    ]
+}
+
+/// The proxy's request 18:29:47.9–18:29:48.2 (id `r-7`), served by process:web.
+fn exchange() -> Exchange {
+    Exchange {
+        id: Some("r-7".into()),
+        start: t("18:29:47.900"),
+        end: t("18:29:48.200"),
+    }
 }
 
 /// Everything recorded, noise and history included; the text of each as its source
@@ -103,7 +138,8 @@ fn recorded() -> Vec<Observation> {
     };
     let js = |at: Observation| {
         at.location("src/components/UserList.tsx:28:12")
-            .context("page", "http://app.localhost/users")
+            .context("page", "http://app.localhost/dashboard")
+            .page("http://app.localhost/dashboard")
     };
     vec![
         // A server alert (a warning).
@@ -160,7 +196,8 @@ fn recorded() -> Vec<Observation> {
             t("18:29:50"),
         )
         .location("src/api/users.ts:14:5")
-        .context("page", "http://app.localhost/users"),
+        .context("page", "http://app.localhost/users")
+        .page("http://app.localhost/users"),
         Observation::new(
             "browser",
             "rejection",
@@ -169,7 +206,8 @@ fn recorded() -> Vec<Observation> {
             t("18:29:50"),
         )
         .location("src/api/client.ts:31:11")
-        .context("page", "http://app.localhost/users"),
+        .context("page", "http://app.localhost/users")
+        .page("http://app.localhost/users"),
         Observation::new(
             "browser",
             "fetch",
@@ -178,11 +216,19 @@ fn recorded() -> Vec<Observation> {
             t("18:29:49"),
         )
         .http(Http::new("GET", "/api/users", Some(500)))
-        .context("page", "http://app.localhost/users"),
+        .context("page", "http://app.localhost/users")
+        .page("http://app.localhost/users")
+        .exchange(Exchange {
+            start: t("18:29:49"),
+            end: t("18:29:49"),
+            ..exchange()
+        }),
         // The proxy: a 500 seen four times, a real 404, a transport error, and noise.
-        request(Severity::Error, "GET", "/api/users", 500, t("18:29:49"))
+        request(Severity::Error, "GET", "/api/users", 500, t("18:29:47.900"))
             .repeated(4, t("18:20:12"))
-            .context("upstream", "http://vite.localhost"),
+            .context("upstream", "http://vite.localhost")
+            .exchange(exchange())
+            .unit("process:web"),
         request(
             Severity::Warning,
             "GET",
@@ -227,22 +273,96 @@ fn recorded() -> Vec<Observation> {
 }
 
 fn run(query: &Query) -> corral_errors::Report {
-    report(observations(), &sources(), query, now())
+    report(observations(), &sources(), &fixes(), query, now())
 }
 
 #[test]
 fn default_view() {
     let r = run(&Query::default());
-    // The ModuleNotFoundError from before process:web's restart is history.
+    // The ModuleNotFoundError from before process:web's restart is resolved; the
+    // failed GET /api/orders went through later.
     assert!(!r.text().contains("ModuleNotFoundError"));
+    assert!(!r.text().contains("/api/orders"));
     assert_eq!(r.hidden, 11);
     assert_snapshot!("default_view", r.text());
+}
+
+/// One failure seen from five places is one incident: the traceback process:web
+/// printed while the proxy's request failed, with the request, the page's failed fetch
+/// (joined by the request id), and the page's rejection and console.error after it.
+#[test]
+fn one_failure_is_one_incident_under_its_root_cause() {
+    let r = run(&Query::default());
+    let incident = r
+        .entries
+        .iter()
+        .find(|e| e.category == "python.traceback")
+        .unwrap();
+    let symptoms: Vec<(&str, &str)> = incident
+        .symptoms
+        .iter()
+        .map(|s| (s.source.as_str(), s.category.as_str()))
+        .collect();
+    assert_eq!(
+        symptoms,
+        [
+            ("proxy:web", "http"),
+            ("browser", "rejection"),
+            ("browser", "fetch"),
+            ("browser", "console")
+        ]
+    );
+    // Not joined: the TypeError printed on the page before the fetch.
+    assert!(r.entries.iter().any(|e| e.category == "js"));
+}
+
+#[test]
+fn states_resolved_and_all() {
+    let resolved = run(&Query {
+        status: Status::Resolved,
+        ..Query::default()
+    });
+    assert_snapshot!("resolved", resolved.text());
+    let all = run(&Query {
+        status: Status::All,
+        ..Query::default()
+    });
+    assert_eq!(all.resolved, 2);
+    assert_snapshot!("all", all.text());
+    assert_snapshot!(
+        "json_all",
+        serde_json::to_string_pretty(&all.json(false)).unwrap()
+    );
+}
+
+#[test]
+fn the_default_view_counts_what_was_resolved_since_the_last_call() {
+    let count = |last: &str| {
+        run(&Query {
+            last_call: Some(t(last)),
+            ..Query::default()
+        })
+    };
+    let r = count("18:16:30");
+    assert_eq!(r.resolved_since_last_call, Some(1));
+    assert!(
+        r.text().starts_with(
+            "5 errors, 2 warnings; 1 resolved since your last call (status \"resolved\" lists them)"
+        ),
+        "{}",
+        r.text()
+    );
+    assert_eq!(count("18:10:00").resolved_since_last_call, Some(2));
+    let r = count("18:20:00");
+    assert_eq!(r.resolved_since_last_call, Some(0));
+    assert!(!r.text().contains("since your last call"));
 }
 
 #[test]
 fn since_covering_history() {
     let query = Query {
         since: Some(parse_since("1h", now()).unwrap()),
+        status: Status::All,
         ..Query::default()
     };
     let r = run(&query);
@@ -266,7 +386,7 @@ fn limit_3() {
         ..Query::default()
     };
     let r = run(&query);
-    assert_eq!(r.truncated, 9);
+    assert_eq!(r.truncated, 4);
     assert_snapshot!("limit_3", r.text());
 }
 
@@ -319,7 +439,7 @@ fn user_noise_patterns() {
 
 #[test]
 fn clean_since_each_start() {
-    let mut r = report(Vec::new(), &sources()[2..], &Query::default(), now());
+    let mut r = report(Vec::new(), &sources()[2..], &[], &Query::default(), now());
     assert_snapshot!("clean_since_each_start", r.text());
     r.unavailable
         .push(("proxy".into(), "needs the daemon".into()));
@@ -332,13 +452,13 @@ fn clean_since_a_time() {
         since: Some(parse_since("2026-11-23T18:00:00Z", now()).unwrap()),
         ..Query::default()
     };
-    let r = report(Vec::new(), &sources()[3..], &query, now());
+    let r = report(Vec::new(), &sources()[3..], &[], &query, now());
     assert_snapshot!("clean_since_time", r.text());
 }
 
 #[test]
 fn clean_without_sources() {
-    let r = report(Vec::new(), &[], &Query::default(), now());
+    let r = report(Vec::new(), &[], &[], &Query::default(), now());
     assert_eq!(r.text(), "No errors (sources: none).\n");
 }
 
@@ -470,7 +590,8 @@ fn a_raw_answer_is_bounded_in_bytes() {
     };
     let r = report(
         observations,
-        &[SourceInfo::new("proxy:web", None)],
+        &[SourceInfo::new("proxy:web")],
+        &[],
         &query,
         now(),
     );

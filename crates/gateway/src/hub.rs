@@ -80,6 +80,8 @@ pub struct Hub {
     proxies: std::sync::OnceLock<corral_proxy::Proxies>,
     /// `[errors] ignore`, for `get_errors` ([`Hub::set_error_noise`]).
     error_noise: RwLock<Vec<String>>,
+    /// When each caller last asked for `get_errors`.
+    errors_last_calls: tools::errors::LastCalls,
     /// Open `subscriptions/listen`s, resource subscriptions held upstream, and logs
     /// scoped to modern requests ([`crate::listen`]).
     pub(crate) listens: crate::listen::Listens,
@@ -139,6 +141,7 @@ impl Hub {
                 processes: std::sync::OnceLock::new(),
                 proxies: std::sync::OnceLock::new(),
                 error_noise: RwLock::new(Vec::new()),
+                errors_last_calls: Default::default(),
                 listens: Default::default(),
                 parked: crate::park::Store::from_env(),
             }
@@ -186,18 +189,31 @@ impl Hub {
         self.proxies.get()
     }
 
+    /// When `caller` last asked for `get_errors` (remembering now); see
+    /// [`tools::errors::LastCalls`].
+    pub fn errors_last_call(&self, caller: &str) -> Option<std::time::SystemTime> {
+        self.errors_last_calls
+            .swap(caller, std::time::SystemTime::now())
+    }
+
     /// The dev processes, when attached.
     pub fn processes(&self) -> Option<&corral_supervisor::Processes> {
         self.processes.get().map(|p| &p.processes)
     }
 
     /// Runs built-in tool `b` (what `tools/call` of a [`crate::catalog::Route::Builtin`]
-    /// does) with what this gateway has: its servers, and the project's processes and
-    /// proxies when attached.
-    pub async fn call_builtin(&self, b: Builtin, args: &Value) -> String {
+    /// does) for `caller` (an agent's client name, `corral call`) with what this gateway
+    /// has: its servers, and the project's processes and proxies when attached.
+    pub async fn call_builtin(&self, b: Builtin, args: &Value, caller: &str) -> String {
         let servers = self.servers();
         let catalog = self.catalog();
         let noise = self.error_noise.read().unwrap().clone();
+        let last_call = (b == Builtin::GetErrors)
+            .then(|| {
+                self.errors_last_calls
+                    .swap(caller, std::time::SystemTime::now())
+            })
+            .flatten();
         let ctx = tools::Ctx {
             servers: &servers,
             names: &catalog.builtins,
@@ -207,6 +223,7 @@ impl Hub {
             }),
             proxies: self.proxies.get(),
             noise: &noise,
+            last_call,
         };
         tools::call(b, &ctx, args).await
     }

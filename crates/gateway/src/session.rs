@@ -467,7 +467,14 @@ impl Session {
                     .arguments
                     .and_then(|a| serde_json::from_str(a.get()).ok())
                     .unwrap_or(Value::Null);
-                let result = self.hub.call_builtin(*b, &args).await;
+                let caller = self
+                    .shared
+                    .client
+                    .lock()
+                    .unwrap()
+                    .clone()
+                    .unwrap_or_else(|| format!("session {}", self.shared.id));
+                let result = self.hub.call_builtin(*b, &args, &caller).await;
                 return jsonrpc::result(id, &result);
             }
             None => return self.unknown_tool(id, name),

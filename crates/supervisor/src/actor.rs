@@ -154,6 +154,10 @@ pub struct Life {
     /// the unit has run past its crash-loop window. Cleared by a requested start or
     /// restart.
     pub last_crash: Option<Crash>,
+    /// When the first run after a requested start or restart was spawned: what the unit
+    /// printed before it was fixed by the user's hand (`get_errors` calls it resolved,
+    /// "restarted"). An automatic restart after a crash does not set it.
+    pub fixed_at: Option<SystemTime>,
 }
 
 /// A death followed by an automatic restart.
@@ -292,6 +296,7 @@ impl Unit {
             last_tail: Vec::new(),
             last_exit: None,
             last_crash: None,
+            fixed_at: None,
         };
         Unit {
             name: name.to_owned(),
@@ -489,6 +494,8 @@ struct Actor<R: Role> {
     cancel: CancellationToken,
     /// Times of recent unrequested deaths, for the crash-loop breaker.
     crashes: VecDeque<Instant>,
+    /// A start or restart was requested: the next run's spawn is [`Life::fixed_at`].
+    requested: bool,
     /// Consecutive automatic restarts, for the backoff.
     attempt: u32,
 }
@@ -500,6 +507,7 @@ impl<R: Role> Actor<R> {
             ctl,
             cancel,
             crashes: VecDeque::new(),
+            requested: false,
             attempt: 0,
         }
     }
@@ -560,6 +568,7 @@ impl<R: Role> Actor<R> {
     fn reset_breaker(&mut self) {
         self.crashes.clear();
         self.attempt = 0;
+        self.requested = true;
         // Started on request: the user's answer to the last crash.
         self.unit().life.send_modify(|l| l.last_crash = None);
     }
@@ -627,9 +636,14 @@ impl<R: Role> Actor<R> {
             };
             let pid = inst.pid();
             let mut runs = 0;
+            let requested = std::mem::take(&mut self.requested);
             self.set_phase(Phase::Starting { pid: Some(pid) }, |l| {
+                let now = SystemTime::now();
                 l.runs += 1;
-                l.run_started = Some(SystemTime::now());
+                l.run_started = Some(now);
+                if requested {
+                    l.fixed_at = Some(now);
+                }
                 runs = l.runs;
             });
             unit.log_run_header(pid, runs);

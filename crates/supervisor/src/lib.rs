@@ -48,6 +48,7 @@ pub mod lines;
 mod listen;
 pub mod output;
 pub mod patience;
+pub mod ports;
 pub mod process;
 pub mod pty;
 pub mod ready;
@@ -201,6 +202,7 @@ struct ProcessesInner {
     /// The parent of every process's token; cancelled first at shutdown.
     cancel: CancellationToken,
     opts: SupervisorOptions,
+    ports: ports::PortOwners,
 }
 
 impl Processes {
@@ -210,8 +212,39 @@ impl Processes {
                 entries: Default::default(),
                 cancel,
                 opts: opts.clone(),
+                ports: Default::default(),
             }),
         }
+    }
+
+    /// The process (`process:NAME`) that serves TCP port `port` on this machine: the
+    /// running one whose readiness check connects to that port, else the one holding a
+    /// socket listening on it ([`ports`]).
+    pub fn serving(&self, port: u16) -> Option<String> {
+        let running: Vec<ProcessHandle> = self
+            .list()
+            .into_iter()
+            .filter(|h| h.watch().borrow().pid().is_some())
+            .collect();
+        let by_check = running.iter().find(|h| {
+            h.config().ready.as_ref().is_some_and(|r| match &r.check {
+                corral_config::ReadyCheck::Tcp(addr) => {
+                    addr.rsplit_once(':')
+                        .and_then(|(_, p)| p.parse::<u16>().ok())
+                        == Some(port)
+                }
+                corral_config::ReadyCheck::Http(url) => url_port(url) == Some(port),
+                corral_config::ReadyCheck::Log(_) => false,
+            })
+        });
+        if let Some(h) = by_check {
+            return Some(format!("process:{}", h.name()));
+        }
+        let units: Vec<(String, u32)> = running
+            .iter()
+            .filter_map(|h| Some((format!("process:{}", h.name()), h.watch().borrow().pid()?)))
+            .collect();
+        self.inner.ports.owner(port, &units)
     }
 
     /// Starts a process with what it waits for (the name must be new).
@@ -428,5 +461,15 @@ async fn stop_all(tasks: Vec<tokio::task::JoinHandle<()>>, until: tokio::time::I
         for a in aborts {
             a.abort();
         }
+    }
+}
+
+/// The port of an `http://HOST:PORT/…` URL (80 when none is written).
+fn url_port(url: &str) -> Option<u16> {
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    match authority.rsplit_once(':') {
+        Some((_, port)) if !port.ends_with(']') => port.parse().ok(),
+        _ => Some(80),
     }
 }

@@ -90,6 +90,9 @@ pub struct ServerStatus {
     /// The last crash followed by an automatic restart ([`crate::Life::last_crash`]).
     #[serde(skip)]
     pub last_crash: Option<crate::Crash>,
+    /// The first spawn after a requested start or restart ([`crate::Life::fixed_at`]).
+    #[serde(skip)]
+    pub fixed_at: Option<SystemTime>,
     pub tool_count: usize,
     pub protocol_version: Option<String>,
     /// Modern (2026-07-28, stateless) or legacy (`initialize`), for the current or last
@@ -496,6 +499,7 @@ impl ServerHandle {
             last_error: life.last_error.clone(),
             last_stderr_tail: life.last_tail.clone(),
             last_crash: life.last_crash.clone(),
+            fixed_at: life.fixed_at,
             tool_count: self.shared.tools.read().unwrap().len(),
             protocol_version: init
                 .as_ref()

@@ -64,6 +64,7 @@ async fn here(
         noise: &cfg.error_noise,
         processes: None,
         proxies: None,
+        last_call: None,
     };
     let answer = corral_gateway::tools::errors::answer(&src, args).await;
     run.stop().await;

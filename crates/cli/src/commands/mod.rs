@@ -113,6 +113,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
         Command::Errors {
             source,
             since,
+            status,
             limit,
             no_warnings,
             json,
@@ -122,6 +123,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             let args = serde_json::json!({
                 "source": source,
                 "since": since,
+                "status": status,
                 "limit": limit,
                 "include_warnings": !no_warnings,
                 "raw": raw,

@@ -46,6 +46,7 @@ pub(crate) async fn errors(state: &State, args: &serde_json::Value) -> Reply {
         noise: &noise,
         processes: Some(&state.processes),
         proxies: Some(&state.proxies),
+        last_call: state.hub.errors_last_call("corral errors"),
     };
     match corral_gateway::tools::errors::answer(&src, args).await {
         Ok((report, raw)) => Reply::ok(serde_json::json!({

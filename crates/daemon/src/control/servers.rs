@@ -79,7 +79,7 @@ pub(crate) async fn call(
     let (server, tool) = match route {
         Route::Server { server, tool } => (server, tool),
         Route::Builtin(b) => {
-            let r = state.hub.call_builtin(b, &arguments).await;
+            let r = state.hub.call_builtin(b, &arguments, "corral call").await;
             return Reply::ok(serde_json::from_str(&r).unwrap_or(Value::Null));
         }
     };

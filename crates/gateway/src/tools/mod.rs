@@ -140,6 +140,8 @@ pub struct Ctx<'a> {
     pub proxies: Option<&'a corral_proxy::Proxies>,
     /// `[errors] ignore`, for `get_errors`.
     pub noise: &'a [String],
+    /// When the caller last asked for `get_errors`.
+    pub last_call: Option<std::time::SystemTime>,
 }
 
 /// The project a gateway runs.
@@ -161,6 +163,7 @@ impl<'a> Ctx<'a> {
             project: None,
             proxies: None,
             noise: &[],
+            last_call: None,
         }
     }
 
@@ -183,6 +186,7 @@ pub async fn call(b: Builtin, ctx: &Ctx<'_>, args: &Value) -> String {
                 root: ctx.project.map(|p| p.root),
                 processes: ctx.project.map(|p| p.processes),
                 proxies: ctx.proxies,
+                last_call: ctx.last_call,
             };
             match errors::answer(&src, args).await {
                 Ok((report, raw)) => {
