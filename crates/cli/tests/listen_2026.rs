@@ -881,3 +881,47 @@ fn listens_hold_a_2025_servers_resource_refcounted() {
     });
     assert_eq!(count(&p, "resources/subscribe"), 2);
 }
+
+/// A modern agent hears of a new incident on its listen: `corral://errors` is honored in
+/// `resourceSubscriptions` and updated, tagged, when a server prints a new error.
+#[test]
+fn a_listen_on_corral_errors_hears_a_new_incident() {
+    let p = Project::new(CONFIG);
+    let mut c = Stdio2026::start(&p);
+    let ack = c.listen(
+        "errs",
+        json!({"resourceSubscriptions": ["corral://errors"]}),
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["corral://errors"]}),
+        "{ack}"
+    );
+    let from = c.seen.len();
+    let traceback =
+        "Traceback (most recent call last):\n  File \"/srv/w.py\", line 3, in run\nKeyError: 'job'";
+    c.call(
+        "tools/call",
+        modern(
+            json!({"name": "fx__write_stderr", "arguments": {"text": traceback}}),
+            &[],
+        ),
+    );
+    c.wait_tagged(from, "errs", "notifications/resources/updated", 1);
+    let update = c
+        .tagged(from, "errs")
+        .into_iter()
+        .find(|m| m["method"] == "notifications/resources/updated")
+        .unwrap()
+        .clone();
+    assert_eq!(update["params"]["uri"], "corral://errors", "{update}");
+    // Reading it gives the incident.
+    let (r, _) = c.call(
+        "resources/read",
+        modern(json!({"uri": "corral://errors"}), &[]),
+    );
+    let text = r["result"]["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("KeyError"), "{r}");
+}

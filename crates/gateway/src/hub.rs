@@ -147,6 +147,10 @@ impl Hub {
             }
         });
         tokio::spawn(watch_events(Arc::downgrade(&hub), events));
+        tokio::spawn(crate::push::watch(
+            Arc::downgrade(&hub),
+            hub.bus.subscribe(),
+        ));
         if hub.notification_pumps {
             // Without the in-order hook, read each server's broadcast instead.
             for handle in hub.servers().values() {
@@ -187,6 +191,36 @@ impl Hub {
     /// The dev proxies, when attached.
     pub fn proxies(&self) -> Option<&corral_proxy::Proxies> {
         self.proxies.get()
+    }
+
+    /// The `get_errors` answer to `args` over what this gateway has (for
+    /// [`crate::push`] and the [`crate::push::ERRORS_URI`] resource).
+    pub async fn errors_report(&self, args: &Value) -> Result<corral_errors::Report, String> {
+        let servers = self.servers();
+        let noise = self.error_noise.read().unwrap().clone();
+        let processes = self.processes.get();
+        let src = tools::errors::Sources {
+            servers: &servers,
+            root: processes.map(|p| p.root.as_path()),
+            noise: &noise,
+            processes: processes.map(|p| &p.processes),
+            proxies: self.proxies.get(),
+            last_call: None,
+        };
+        tools::errors::answer(&src, args).await.map(|(r, _)| r)
+    }
+
+    /// Whether `get_errors` is offered (and with it [`crate::push::ERRORS_URI`]).
+    pub(crate) fn offers_errors(&self) -> bool {
+        self.catalog()
+            .builtins
+            .iter()
+            .any(|(b, _)| *b == Builtin::GetErrors)
+    }
+
+    /// The sessions open now.
+    pub(crate) fn sessions(&self) -> Vec<Arc<SessionShared>> {
+        self.sessions.lock().unwrap().values().cloned().collect()
     }
 
     /// When `caller` last asked for `get_errors` (remembering now); see

@@ -42,6 +42,7 @@ mod listen;
 pub mod modern;
 pub mod naming;
 mod park;
+pub mod push;
 mod session;
 pub mod stdio;
 pub mod tools;

@@ -330,7 +330,14 @@ impl Session {
                 self.hub.await_starting().await;
                 jsonrpc::result(id, &self.hub.catalog().list_json)
             }
-            "resources/list" => self.list_merged(id, method, "resources", "resources").await,
+            "resources/list" => {
+                self.hub.await_starting().await;
+                let mut merged = self.routed_items(method, "resources", "resources").await;
+                if self.hub.offers_errors() {
+                    merged.insert(0, crate::push::errors_resource());
+                }
+                jsonrpc::result(id, &json!({ "resources": merged }).to_string())
+            }
             "resources/templates/list" => {
                 self.list_merged(id, method, "resources", "resourceTemplates")
                     .await
@@ -733,7 +740,12 @@ impl Session {
 
     /// The server owning resource `uri`: from listings, then templates, then the only
     /// server with resources; else it asks for a listing first.
+    /// Corral's own resource ([`crate::push::ERRORS_URI`]) is owned by `""`, a name no
+    /// server can have.
     pub(crate) async fn resource_server(&self, uri: &str) -> Option<String> {
+        if uri == crate::push::ERRORS_URI && self.hub.offers_errors() {
+            return Some(String::new());
+        }
         if let Some(s) = self.lookup_resource(uri) {
             return Some(s);
         }
@@ -816,6 +828,18 @@ impl Session {
                 }
                 jsonrpc::result(id, "{}")
             }
+            _ if server.is_empty() => match self.hub.errors_report(&json!({})).await {
+                Ok(report) => jsonrpc::result(
+                    id,
+                    &json!({"contents": [{
+                        "uri": uri,
+                        "mimeType": "text/plain",
+                        "text": report.text(),
+                    }]})
+                    .to_string(),
+                ),
+                Err(e) => jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &e),
+            },
             _ => self.forward(id, &server, method, params).await,
         }
     }

@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 pub struct McpClient {
     pub child: Child,
     stdin: Option<ChildStdin>,
-    lines: Receiver<Value>,
+    lines: Receiver<(Instant, Value)>,
     /// Messages received that were not the awaited response (notifications, requests).
     pub other: Vec<Value>,
+    /// When each notification was read off corral's stdout, in order: `(when, method)`.
+    pub notified_at: Vec<(Instant, Value)>,
     /// The `initialize` result.
     pub init: Value,
     next_id: u64,
@@ -49,7 +51,7 @@ impl McpClient {
                 let Ok(line) = line else { break };
                 let v: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("corral wrote a non-JSON line {line:?}: {e}"));
-                if tx.send(v).is_err() {
+                if tx.send((Instant::now(), v)).is_err() {
                     break;
                 }
             }
@@ -60,6 +62,7 @@ impl McpClient {
             stdin,
             lines: rx,
             other: Vec::new(),
+            notified_at: Vec::new(),
             init: Value::Null,
             next_id: 1,
         };
@@ -124,7 +127,11 @@ impl McpClient {
         let deadline = Instant::now() + super::DEADLINE;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
+            match self
+                .lines
+                .recv_timeout(left)
+                .map(|(at, m)| self.note(at, m))
+            {
                 Ok(m) if pred(&m) => return m,
                 Ok(m) => self.other.push(m),
                 Err(RecvTimeoutError::Timeout) => {
@@ -154,13 +161,25 @@ impl McpClient {
             .collect()
     }
 
+    /// Records when a notification came (see `notified_at`).
+    fn note(&mut self, at: Instant, m: Value) -> Value {
+        if m.get("id").is_none() && m.get("method").is_some() {
+            self.notified_at.push((at, m.clone()));
+        }
+        m
+    }
+
     /// Waits until nobody holds the write end of corral's stdout any more (EOF); what
     /// was sent before (a `list_changed`, say) is kept in `other`.
     pub fn wait_stdout_closed(&mut self) {
         let deadline = Instant::now() + super::DEADLINE;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match self.lines.recv_timeout(left) {
+            match self
+                .lines
+                .recv_timeout(left)
+                .map(|(at, m)| self.note(at, m))
+            {
                 Err(RecvTimeoutError::Disconnected) => return,
                 Err(RecvTimeoutError::Timeout) => panic!("corral's stdout is still open"),
                 Ok(m) => self.other.push(m),
