@@ -110,6 +110,7 @@ async fn measure(calls: usize) -> Result<String, String> {
         processes: Some(sup.processes()),
         proxies: Some(&proxies),
         last_call: None,
+        history: None,
     };
     let mut rows = Vec::new();
     for (label, args) in [

@@ -644,3 +644,54 @@ fn a_crashed_and_restarted_process_stays_listed_until_it_runs_past_its_window() 
     });
     assert_eq!(process(&ps(&p), "worker")["state"], "ready");
 }
+
+/// History survives the daemon: with no daemon, `corral errors` reads the journal and
+/// starts nothing; after `up -d` again, what the last daemon saw is resolved (restarted)
+/// and `--since` reaches it through the journal.
+#[test]
+fn errors_reach_back_across_daemon_restarts_through_the_journal() {
+    let p = Project::new(
+        "[processes.app]\ncommand = \"echo start >> starts; if [ ! -e printed ]; then touch printed; printf 'Traceback (most recent call last):\\\\n  File \\\"%s/app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' \\\"$PWD\\\" >&2; fi; exec sleep 1000\"\n",
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("the traceback in errors", || {
+        p.run(&["errors"]).stdout().contains("bad port")
+    });
+    assert_eq!(p.run(&["down"]).code(), 0);
+
+    // No daemon: the journal's record, and nothing started.
+    let r = p.run(&["errors"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert!(
+        r.stdout().contains("bad port") && r.stdout().contains("app.py:3"),
+        "{r:?}"
+    );
+    assert!(r.stdout().contains("no daemon runs"), "{r:?}");
+    let starts = std::fs::read_to_string(p.dir.join("starts")).unwrap();
+    assert_eq!(
+        starts.lines().count(),
+        1,
+        "corral errors started the process"
+    );
+    assert!(!p.dir.join(".corral/daemon.pid").exists() || p.run(&["ps"]).code() != 0);
+
+    // A new daemon: the old error was resolved by the restart, and is history.
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("the second start", || {
+        std::fs::read_to_string(p.dir.join("starts")).is_ok_and(|s| s.lines().count() == 2)
+    });
+    let now = p.run(&["errors"]);
+    assert!(!now.stdout().contains("bad port"), "{now:?}");
+    let past = p.run(&["errors", "--since", "10m", "--status", "resolved", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&past.stdout()).unwrap();
+    let old = report["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["message"] == "ValueError: bad port")
+        .unwrap_or_else(|| panic!("{report:#}"));
+    assert_eq!(old["state"], "resolved");
+    assert_eq!(old["fix"]["kind"], "restarted");
+    assert_eq!(old["location"], "app.py:3");
+}

@@ -3,7 +3,6 @@
 //! still there after the daemon restarts.
 
 use corral_events::{Event, EventBus, Kind, Source};
-use corral_gateway::tools::tail_of_file;
 use corral_supervisor::stderr::LogFile;
 use std::path::{Path, PathBuf};
 use tokio::sync::broadcast::error::RecvError;
@@ -47,27 +46,7 @@ impl Journal {
 /// The last `n` events of the journal (including its rotated predecessor when the
 /// current file has fewer), oldest first. Lines that do not parse are skipped.
 pub fn tail(path: &Path, n: usize) -> Vec<Event> {
-    let mut events = read_tail(path, n);
-    if events.len() < n {
-        let mut old = path.to_owned().into_os_string();
-        old.push(".1");
-        let mut earlier = read_tail(Path::new(&old), n - events.len());
-        earlier.append(&mut events);
-        events = earlier;
-    }
-    events
-}
-
-fn read_tail(path: &Path, n: usize) -> Vec<Event> {
-    // The last 4 MiB hold far more lines than are ever asked for.
-    let text = tail_of_file(path).unwrap_or_default();
-    let mut events: Vec<Event> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
-    let skip = events.len().saturating_sub(n);
-    events.drain(..skip);
-    events
+    corral_gateway::tools::history::journal_tail(path, n)
 }
 
 #[cfg(test)]

@@ -145,6 +145,8 @@ pub async fn run(
     };
 
     let bus = EventBus::default();
+    // What the journal holds from before now is history to `get_errors`.
+    let began = std::time::SystemTime::now();
     let journal = journal::spawn_writer(&bus, paths.journal.clone());
     // Subscribed now, so the sink sees every event; it starts once the hub exists.
     let sink_rx = opts.on_event.as_ref().map(|_| bus.subscribe());
@@ -209,6 +211,7 @@ pub async fn run(
     containment.extend(crate::control::proxies::start_configured(&proxies, &config).await);
     hub.attach_proxies(proxies.clone());
     hub.set_error_noise(config.error_noise.clone());
+    hub.set_history(paths.journal.clone(), began);
     if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {
         let hub = Arc::downgrade(&hub);
         let processes = supervisor.processes().clone();

@@ -82,6 +82,8 @@ pub struct Hub {
     error_noise: RwLock<Vec<String>>,
     /// When each caller last asked for `get_errors`.
     errors_last_calls: tools::errors::LastCalls,
+    /// The journal and when this daemon began ([`Hub::set_history`]).
+    history: std::sync::OnceLock<(std::path::PathBuf, std::time::SystemTime)>,
     /// Open `subscriptions/listen`s, resource subscriptions held upstream, and logs
     /// scoped to modern requests ([`crate::listen`]).
     pub(crate) listens: crate::listen::Listens,
@@ -142,6 +144,7 @@ impl Hub {
                 proxies: std::sync::OnceLock::new(),
                 error_noise: RwLock::new(Vec::new()),
                 errors_last_calls: Default::default(),
+                history: std::sync::OnceLock::new(),
                 listens: Default::default(),
                 parked: crate::park::Store::from_env(),
             }
@@ -206,8 +209,20 @@ impl Hub {
             processes: processes.map(|p| &p.processes),
             proxies: self.proxies.get(),
             last_call: None,
+            history: self.history(),
         };
         tools::errors::answer(&src, args).await.map(|(r, _)| r)
+    }
+
+    /// Lets `get_errors` reach back before `began` (this daemon's start) through the
+    /// journal at `journal`. Set once.
+    pub fn set_history(&self, journal: std::path::PathBuf, began: std::time::SystemTime) {
+        let _ = self.history.set((journal, began));
+    }
+
+    /// The journal and when the live state begins, when set.
+    pub fn history(&self) -> Option<(&std::path::Path, Option<std::time::SystemTime>)> {
+        self.history.get().map(|(p, t)| (p.as_path(), Some(*t)))
     }
 
     /// Whether `get_errors` is offered (and with it [`crate::push::ERRORS_URI`]).
@@ -258,6 +273,7 @@ impl Hub {
             proxies: self.proxies.get(),
             noise: &noise,
             last_call,
+            history: self.history(),
         };
         tools::call(b, &ctx, args).await
     }

@@ -101,6 +101,7 @@ fn a_cross_site_request_cannot_plant_text_in_get_errors() {
         processes: None,
         proxies: Some(&proxies),
         last_call: None,
+        history: None,
     };
     let (report, _) = rt.block_on(answer(&src, &json!({}))).unwrap();
     let text = report.text();

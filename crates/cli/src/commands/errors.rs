@@ -1,7 +1,7 @@
 //! `corral errors`: the `get_errors` report for the person at the terminal, from the
-//! daemon (every source) or, when none runs or with `--standalone`, from the servers
-//! started here for the one command (dev processes and proxies run only in the daemon,
-//! and the answer says so).
+//! daemon (every source); when none runs, from the journal the last one left (nothing
+//! is started); with `--standalone`, from the servers started here for the one command
+//! (dev processes and proxies run only in the daemon, and the answer says so).
 
 use crate::project::{self, Standalone};
 use crate::{CmdResult, Failure, output};
@@ -13,7 +13,9 @@ use std::time::Duration;
 
 pub async fn run(config: Option<&Path>, args: Value, json: bool, standalone: bool) -> CmdResult {
     let cfg = project::load(config)?;
-    let (text, colored, report) = if !standalone && project::daemon_running(&cfg).await {
+    let (text, colored, report) = if standalone {
+        here(&cfg, &args).await?
+    } else if project::daemon_running(&cfg).await {
         let mut data = project::daemon_request(&cfg, &Request::Errors { args }).await?;
         let s = |v: Value| v.as_str().unwrap_or_default().to_owned();
         (
@@ -22,7 +24,7 @@ pub async fn run(config: Option<&Path>, args: Value, json: bool, standalone: boo
             data["report"].take(),
         )
     } else {
-        here(&cfg, &args).await?
+        journal(&cfg, &args).await?
     };
     if json {
         println!("{report}");
@@ -32,6 +34,28 @@ pub async fn run(config: Option<&Path>, args: Value, json: bool, standalone: boo
         print!("{text}");
     }
     Ok(())
+}
+
+/// The report from the journal alone: no daemon runs, and nothing is started.
+async fn journal(
+    cfg: &corral_config::Config,
+    args: &Value,
+) -> Result<(String, String, Value), Failure> {
+    let paths = project::paths(cfg);
+    let servers = Default::default();
+    let src = corral_gateway::tools::errors::Sources {
+        servers: &servers,
+        root: Some(&cfg.root),
+        noise: &cfg.error_noise,
+        processes: None,
+        proxies: None,
+        last_call: None,
+        history: Some((&paths.journal, None)),
+    };
+    let (report, raw) = corral_gateway::tools::errors::answer(&src, args)
+        .await
+        .map_err(Failure::Usage)?;
+    Ok((report.text(), report.colored(), report.json(raw)))
 }
 
 /// Starts the servers, waits until each is ready or has failed, and reports.
@@ -65,6 +89,7 @@ async fn here(
         processes: None,
         proxies: None,
         last_call: None,
+        history: None,
     };
     let answer = corral_gateway::tools::errors::answer(&src, args).await;
     run.stop().await;

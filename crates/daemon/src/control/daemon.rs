@@ -47,6 +47,7 @@ pub(crate) async fn errors(state: &State, args: &serde_json::Value) -> Reply {
         processes: Some(&state.processes),
         proxies: Some(&state.proxies),
         last_call: state.hub.errors_last_call("corral errors"),
+        history: state.hub.history(),
     };
     match corral_gateway::tools::errors::answer(&src, args).await {
         Ok((report, raw)) => Reply::ok(serde_json::json!({

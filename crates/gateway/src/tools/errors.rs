@@ -28,6 +28,9 @@ pub struct Sources<'a> {
     pub proxies: Option<&'a Proxies>,
     /// When the same caller asked last (see [`LastCalls`]).
     pub last_call: Option<SystemTime>,
+    /// The journal, and when the live state begins (this daemon's start; `None`: no
+    /// live state, the journal is the whole answer). See [`super::history`].
+    pub history: Option<(&'a Path, Option<SystemTime>)>,
 }
 
 /// When each caller (an agent, `corral errors`) last asked for `get_errors`: the default
@@ -517,13 +520,7 @@ fn browser_observation(
     raw: bool,
 ) -> Observation {
     let at = when(&e.ts);
-    let (category, severity) = match e.kind.as_str() {
-        "error" => ("js", Severity::Error),
-        "unhandledrejection" => ("rejection", Severity::Error),
-        "console.error" => ("console", Severity::Warning),
-        "fetch" | "xhr" => ("fetch", Severity::Error),
-        _ => ("js", Severity::Error),
-    };
+    let (category, severity) = browser_category(&e.kind);
     let mut context = Vec::new();
     if !e.page.is_empty() {
         context.push(("page".to_owned(), e.page.clone()));
@@ -549,9 +546,20 @@ fn browser_observation(
     }
 }
 
+/// The category and severity of a page's report of `kind` (`error`,
+/// `unhandledrejection`, `console.error`, `fetch`, `xhr`).
+pub(crate) fn browser_category(kind: &str) -> (&'static str, Severity) {
+    match kind {
+        "unhandledrejection" => ("rejection", Severity::Error),
+        "console.error" => ("console", Severity::Warning),
+        "fetch" | "xhr" => ("fetch", Severity::Error),
+        _ => ("js", Severity::Error),
+    }
+}
+
 /// The request of a page's failed-fetch report: `GET /api/x → 500 Internal Server
 /// Error: …` or `GET http://host/api/x failed: …` (as the injected script words it).
-fn failed_fetch(message: &str) -> Option<Http> {
+pub(crate) fn failed_fetch(message: &str) -> Option<Http> {
     let (method, rest) = message.split_once(' ')?;
     if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
         return None;
@@ -623,7 +631,33 @@ pub async fn answer(
     }
     query.last_call = src.last_call;
     let raw = flag("raw", false)?;
-    let gathered = gather(src, raw);
+    let mut gathered = gather(src, raw);
+    // Before the live state begins, the journal knows.
+    if let Some((journal, live_since)) = src.history {
+        let reaches_back = match (live_since, query.since) {
+            (None, _) => true,
+            (Some(live), Some(since)) => since < live,
+            (Some(_), None) => false,
+        };
+        if reaches_back {
+            let events = super::history::journal_tail(journal, super::history::MAX_EVENTS);
+            let past = super::history::from_journal(&events, live_since, src.root);
+            gathered.observations.extend(past.observations);
+            gathered.fixes.extend(past.fixes);
+            for info in past.sources {
+                if !gathered.sources.iter().any(|s| s.source == info.source) {
+                    gathered.sources.push(info);
+                }
+            }
+            if live_since.is_none() {
+                gathered.unavailable = vec![(
+                    "live state".into(),
+                    "no daemon runs: this is the journal's record; `corral up -d` watches live"
+                        .into(),
+                )];
+            }
+        }
+    }
     let mut report = corral_errors::report(
         gathered.observations,
         &gathered.sources,

@@ -6,6 +6,7 @@
 //! [`Ctx::names`], so no tool reaches back into the catalog or the hub.
 
 pub mod errors;
+pub mod history;
 pub mod processes;
 pub mod proxies;
 pub mod servers;
@@ -142,6 +143,8 @@ pub struct Ctx<'a> {
     pub noise: &'a [String],
     /// When the caller last asked for `get_errors`.
     pub last_call: Option<std::time::SystemTime>,
+    /// The journal and when the live state begins, for `get_errors`' `since`.
+    pub history: Option<(&'a Path, Option<std::time::SystemTime>)>,
 }
 
 /// The project a gateway runs.
@@ -164,6 +167,7 @@ impl<'a> Ctx<'a> {
             proxies: None,
             noise: &[],
             last_call: None,
+            history: None,
         }
     }
 
@@ -187,6 +191,7 @@ pub async fn call(b: Builtin, ctx: &Ctx<'_>, args: &Value) -> String {
                 processes: ctx.project.map(|p| p.processes),
                 proxies: ctx.proxies,
                 last_call: ctx.last_call,
+                history: ctx.history,
             };
             match errors::answer(&src, args).await {
                 Ok((report, raw)) => {
