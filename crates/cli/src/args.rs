@@ -273,6 +273,9 @@ pub enum Command {
         /// Errors only, no warnings.
         #[arg(long)]
         no_warnings: bool,
+        /// Each incident's reduced stack too (its frames in the project's code).
+        #[arg(short, long)]
+        verbose: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

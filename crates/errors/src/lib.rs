@@ -68,7 +68,8 @@ mod render;
 mod report;
 
 pub use model::{
-    Exchange, Fix, FixKind, Http, Observation, Scope, Severity, SourceInfo, TextFrom, url_path,
+    Detail, Exchange, Fix, FixKind, Http, Observation, Scope, Severity, SourceInfo, TextFrom,
+    url_path,
 };
 pub use noise::NoiseFilter;
 pub use query::{Query, SourceFilter, SourceKind, Status, parse_since};

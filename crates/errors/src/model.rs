@@ -116,6 +116,21 @@ pub struct Observation {
     /// The dev process or server behind it when that is not its source (the process
     /// serving a proxy's target, `process:api`): its restarts and reloads fix it too.
     pub unit: Option<String>,
+    /// What the stack says beyond the location: function, source line, root cause.
+    pub detail: Detail,
+}
+
+/// The decisive context of an error with a stack (see `corral_alerts::Alert`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Detail {
+    /// The function of the frame at the location.
+    pub function: Option<String>,
+    /// That frame's source line.
+    pub code: Option<String>,
+    /// A chained exception's root cause, when it is not the message.
+    pub cause: Option<String>,
+    /// The reduced stack: frames in the user's code, innermost first.
+    pub frames: Vec<String>,
 }
 
 /// A request through the dev proxy as an observation knows it.
@@ -228,6 +243,7 @@ impl Observation {
             exchange: None,
             page: None,
             unit: None,
+            detail: Detail::default(),
         }
     }
 
@@ -276,6 +292,11 @@ impl Observation {
 
     pub fn unit(mut self, unit: impl Into<String>) -> Self {
         self.unit = Some(unit.into());
+        self
+    }
+
+    pub fn detail(mut self, detail: Detail) -> Self {
+        self.detail = detail;
         self
     }
 }

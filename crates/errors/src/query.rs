@@ -149,6 +149,8 @@ pub struct Query {
     pub status: Status,
     /// When the same caller asked last: the report counts what was resolved since.
     pub last_call: Option<SystemTime>,
+    /// The text lists each incident's reduced stack.
+    pub verbose: bool,
 }
 
 impl Query {
@@ -165,6 +167,7 @@ impl Default for Query {
             noise: NoiseFilter::default(),
             status: Status::Open,
             last_call: None,
+            verbose: false,
         }
     }
 }

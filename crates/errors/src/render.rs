@@ -244,8 +244,27 @@ impl Report {
         if let Some(rest) = rest {
             let _ = writeln!(out, "  {}", one_line(rest));
         }
+        if let Some(cause) = &e.detail.cause {
+            let _ = writeln!(out, "  root cause: {}", one_line(cause));
+        }
         if let Some(location) = &e.location {
-            let _ = writeln!(out, "  → {}", one_line(location));
+            match &e.detail.function {
+                Some(f) => {
+                    let _ = writeln!(out, "  → {} in {}", one_line(location), one_line(f));
+                }
+                None => {
+                    let _ = writeln!(out, "  → {}", one_line(location));
+                }
+            }
+            if let Some(code) = &e.detail.code {
+                let _ = writeln!(out, "      {}", one_line(code));
+            }
+        }
+        if self.verbose && !e.detail.frames.is_empty() {
+            let _ = writeln!(out, "  stack:");
+            for frame in &e.detail.frames {
+                let _ = writeln!(out, "    {}", one_line(frame));
+            }
         }
         for (name, value) in &e.context {
             let _ = writeln!(out, "  {}: {}", one_line(name), one_line(value));
@@ -406,7 +425,17 @@ fn entry_json(e: &Entry, budget: Option<&mut RawBudget>) -> Value {
         "last_seen": time(e.last_seen),
         "down": e.down,
     });
+    for (key, value) in [
+        ("function", &e.detail.function),
+        ("code", &e.detail.code),
+        ("cause", &e.detail.cause),
+    ] {
+        if let Some(value) = value {
+            v[key] = Value::String(capped(value));
+        }
+    }
     if let Some(budget) = budget {
+        v["frames"] = json!(e.detail.frames);
         let mut kept = Vec::new();
         for record in e.raw.iter().rev() {
             let size = serde_json::to_string(record).map_or(usize::MAX, |s| s.len());

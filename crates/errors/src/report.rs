@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::time::SystemTime;
 
-use crate::model::{Exchange, Fix, Http, Observation, Severity, SourceInfo, TextFrom};
+use crate::model::{Detail, Exchange, Fix, Http, Observation, Severity, SourceInfo, TextFrom};
 use crate::noise::NoiseFilter;
 use crate::query::{Query, Status};
 
@@ -45,6 +45,8 @@ pub struct Entry {
     pub down: bool,
     /// The raw records of the folded observations, oldest first (`null`s left out).
     pub raw: Vec<serde_json::Value>,
+    /// Of the most recent observation.
+    pub detail: Detail,
     /// Of the incident (a symptom's is its incident's).
     pub state: State,
     /// The other entries of the same failure, most telling first (empty for a
@@ -150,6 +152,8 @@ pub struct Report {
     pub warnings_off: bool,
     /// Incidents beyond the limit.
     pub truncated: usize,
+    /// The text lists each incident's reduced stack (the query's `verbose`).
+    pub verbose: bool,
     /// When the report was made; ages in the text are relative to it.
     pub now: SystemTime,
 }
@@ -244,6 +248,7 @@ pub fn report(
                 e.severity = e.severity.max(obs.severity);
                 e.context = obs.context;
                 e.http = obs.http;
+                e.detail = obs.detail;
                 e.down |= down;
                 if !obs.raw.is_null() {
                     e.raw.push(obs.raw);
@@ -277,6 +282,7 @@ pub fn report(
                     } else {
                         vec![obs.raw]
                     },
+                    detail: obs.detail,
                     state: State::Active,
                     symptoms: Vec::new(),
                 });
@@ -347,6 +353,7 @@ pub fn report(
         warnings_not_shown,
         warnings_off: !query.include_warnings,
         truncated,
+        verbose: query.verbose,
         now,
     }
 }

@@ -116,6 +116,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             status,
             limit,
             no_warnings,
+            verbose,
             json,
             raw,
             standalone,
@@ -126,6 +127,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
                 "status": status,
                 "limit": limit,
                 "include_warnings": !no_warnings,
+                "verbose": verbose,
                 "raw": raw,
             });
             errors::run(config, args, json, standalone).await

@@ -185,25 +185,14 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
                         (None, None) => "ended".to_owned(),
                     };
                     g.observations.push(Observation {
-                        source: source.clone(),
-                        category: "exit".into(),
-                        severity: Severity::Error,
-                        message: how.clone(),
-                        location: None,
                         context: life
                             .last_error
                             .iter()
                             .map(|e| ("why".to_owned(), e.clone()))
                             .collect(),
                         text_from: TextFrom::Corral,
-                        http: None,
-                        first_seen: life.since,
-                        last_seen: life.since,
-                        count: 1,
                         raw: json!({"exit": how, "last_error": life.last_error}),
-                        exchange: None,
-                        page: None,
-                        unit: None,
+                        ..Observation::new(&source, "exit", Severity::Error, &how, life.since)
                     });
                 }
                 g.observations
@@ -331,22 +320,14 @@ fn restarted_after_crash(
         context.push(("why".to_owned(), crash.reason.clone()));
     }
     Some(Observation {
-        source: source.to_owned(),
-        category: "crash".into(),
-        severity: Severity::Error,
-        message,
         location,
         context,
         text_from,
-        http: None,
-        first_seen: crash.at,
-        // In the new run's window, which begins at its start.
-        last_seen: started,
-        count: u64::from(crash.recent.max(1)),
+        detail: decisive.as_ref().map(detail).unwrap_or_default(),
         raw: json!({"state": state, "why": crash.reason, "alert": decisive}),
-        exchange: None,
-        page: None,
-        unit: None,
+        // Last seen when the new run began: the restart is part of the crash.
+        ..Observation::new(source, "crash", Severity::Error, message, started)
+            .repeated(u64::from(crash.recent.max(1)), crash.at)
     })
 }
 
@@ -411,23 +392,14 @@ fn unit_down(
     if decisive.is_some() {
         context.push(("why".to_owned(), why.to_owned()));
     }
+    // The text is from the output: the reason may quote the server (an `initialize`
+    // error's message).
     Observation {
-        source: source.to_owned(),
-        category: category.to_owned(),
-        severity: Severity::Error,
-        message,
         location,
         context,
-        // The reason may quote the server (an `initialize` error's message).
-        text_from: TextFrom::Output,
-        http: None,
-        first_seen: since,
-        last_seen: since,
-        count: 1,
+        detail: decisive.map(detail).unwrap_or_default(),
         raw: json!({"state": state, "why": why, "alert": decisive}),
-        exchange: None,
-        page: None,
-        unit: None,
+        ..Observation::new(source, category, Severity::Error, message, since)
     }
 }
 
@@ -445,22 +417,17 @@ pub fn alert_location(alert: &Alert, root: Option<&Path>) -> Option<String> {
 
 fn alert_observation(a: &Alert, root: Option<&Path>, raw: bool) -> Observation {
     Observation {
-        source: a.source.clone(),
-        category: a.rule.clone(),
-        severity: a.severity,
-        message: a.message.clone(),
         location: alert_location(a, root),
-        context: Vec::new(),
-        text_from: TextFrom::Output,
-        http: None,
-        first_seen: a.first_seen,
-        last_seen: a.last_seen,
-        count: a.count,
+        detail: detail(a),
         raw: as_raw(raw, a),
-        exchange: None,
-        page: None,
-        unit: None,
+        ..Observation::new(&a.source, &a.rule, a.severity, &a.message, a.last_seen)
+            .repeated(a.count, a.first_seen)
     }
+}
+
+/// What an alert's stack says beyond its location.
+fn detail(_a: &Alert) -> corral_errors::Detail {
+    corral_errors::Detail::default()
 }
 
 fn traffic_observation(
@@ -492,25 +459,16 @@ fn traffic_observation(
         _ => format!("{} {path} → {message}", t.method),
     };
     Observation {
-        source: source.to_owned(),
-        category: category.into(),
-        severity,
-        message,
-        location: None,
-        context: Vec::new(),
         text_from: TextFrom::Http,
         http: Some(Http::new(t.method.clone(), path, t.status).cross_site(t.is_cross_site())),
-        first_seen: at,
-        last_seen: at,
-        count: 1,
         raw: as_raw(raw, t),
         exchange: Some(Exchange {
             id: Some(format!("{source}#{}", t.id)),
             start: at,
             end: at + std::time::Duration::from_secs_f64(t.total_ms.max(0.0) / 1000.0),
         }),
-        page: None,
         unit: unit.map(str::to_owned),
+        ..Observation::new(source, category, severity, message, at)
     }
 }
 
@@ -526,23 +484,17 @@ fn browser_observation(
         context.push(("page".to_owned(), e.page.clone()));
     }
     Observation {
-        source: "browser".into(),
-        category: category.into(),
-        severity,
-        message: e.message.clone(),
         location: (!e.location.is_empty()).then(|| e.location.clone()),
         context,
         text_from: TextFrom::Page,
         http: (category == "fetch")
             .then(|| failed_fetch(&e.message))
             .flatten(),
-        first_seen: at,
-        last_seen: at,
-        count: u64::from(e.count.max(1)),
         raw: as_raw(raw, e),
-        exchange: None,
         page: (!e.page.is_empty()).then(|| e.page.clone()),
         unit: unit.map(str::to_owned),
+        ..Observation::new("browser", category, severity, &e.message, at)
+            .repeated(u64::from(e.count.max(1)), at)
     }
 }
 
@@ -630,6 +582,8 @@ pub async fn answer(
         query.status = corral_errors::Status::parse(s)?;
     }
     query.last_call = src.last_call;
+    // The CLI's `-v` (not in the tool's schema: agents have `raw`).
+    query.verbose = flag("verbose", false)?;
     let raw = flag("raw", false)?;
     let mut gathered = gather(src, raw);
     // Before the live state begins, the journal knows.
