@@ -281,6 +281,30 @@ fn java_exception_reports_top_and_root_cause_at_the_cause_user_frame() {
     );
 }
 
+/// The ids of the alerts the fixtures give, pinned: ids are shown to users and agents,
+/// and what an alert carries beyond source, rule, message and location must not move them.
+#[test]
+fn alert_ids_of_the_fixtures_are_pinned() {
+    for (name, ids) in [
+        ("go_build_error", &["98087db1"][..]),
+        ("go_panic", &["2fb6013f"]),
+        ("java_exception", &["913a28bf"]),
+        ("node_module_not_found", &["3dbc554a"]),
+        ("node_rejection_value", &["67eb3eae"]),
+        ("node_type_error", &["aa4c9b83"]),
+        ("node_unhandled_rejection", &["ac2d6753"]),
+        ("python_syntax_error", &["6a6a6459"]),
+        ("python_traceback", &["aed86124"]),
+        ("rust_panic", &["730a323f"]),
+        ("rust_type_error", &["cadee5d2", "3676988d"]),
+        ("tsc_error", &["fd076cb2"]),
+        ("tsc_error_pretty", &["fd076cb2"]),
+    ] {
+        let got: Vec<String> = scan(&fixture(name), 0).into_iter().map(|a| a.id).collect();
+        assert_eq!(got, ids, "{name}");
+    }
+}
+
 #[test]
 fn every_fixture_is_tested() {
     let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
