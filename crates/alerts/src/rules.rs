@@ -7,7 +7,7 @@ use aho_corasick::AhoCorasick;
 use corral_config::AlertSettings;
 use regex::{Regex, RegexSet};
 
-use crate::frames::Frames;
+use crate::frames::{Frames, THROW_SITE_LITERALS};
 use crate::group::Kind;
 use crate::model::Severity;
 
@@ -516,6 +516,17 @@ impl AlertRules {
                 regex: Regex::new(spec.regex)
                     .map_err(|e| format!("built-in rule {}: {e}", spec.id))?,
             });
+        }
+        // Node's throw site (`/app/x.js:12`, before the error line) starts no alert, but
+        // its lines must reach the scanner for the error's source line: literals of no
+        // rule (see `frames::ThrowSite`).
+        if enabled.iter().any(|s| s.action == Group(Kind::JsError)) {
+            for lit in THROW_SITE_LITERALS {
+                if !literals.contains(lit) {
+                    literals.push(lit);
+                    literal_rules.push(0);
+                }
+            }
         }
         let prefilter = AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::LeftmostFirst)
