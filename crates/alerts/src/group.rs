@@ -70,6 +70,10 @@ pub(crate) enum Step {
     End,
 }
 
+/// Lines of other output a finished Python traceback waits through for the separator of
+/// a chain ("During handling of the above exception…") before it is complete.
+const CHAIN_GRACE: usize = 3;
+
 /// The summary lines cargo prints after the diagnostics themselves; they repeat what
 /// the diagnostics said.
 const RUST_SUMMARIES: &[&str] = &[
@@ -126,6 +130,8 @@ pub(crate) struct Group {
     pub confirmed: bool,
     /// Python: the exception line came; only a chained traceback may follow.
     complete: bool,
+    /// Python: lines of other output since the exception line.
+    after_exception: usize,
     /// Python: "During handling of the above exception" came; a new header follows.
     chained: bool,
     /// The next line is the message (a Rust panic in the 1.73+ format, webpack).
@@ -204,6 +210,7 @@ impl Group {
             throw_site: None,
             confirmed: true,
             complete: false,
+            after_exception: 0,
             chained: false,
             expect_message: false,
             expect_location: false,
@@ -540,6 +547,11 @@ impl Group {
                 self.complete = false;
                 self.chained = true;
                 Step::Take
+            } else if self.after_exception < CHAIN_GRACE {
+                // Python writes a chain's parts one by one: another thread's line may
+                // come before the separator. Scanned as lines of their own meanwhile.
+                self.after_exception += 1;
+                Step::Stray
             } else {
                 Step::End
             };
@@ -573,6 +585,7 @@ impl Group {
         }
         if python_exception_line(line) {
             self.expect_code = false;
+            self.after_exception = 0;
             self.message = Some(line.to_owned());
             self.trace.exception(line);
             self.complete = true;

@@ -21,8 +21,9 @@
 //!    of minified JavaScript must not cost a millisecond.
 //! 4. **Groups** (`group.rs`): a rule may start a group (a traceback, a stack, a
 //!    compiler diagnostic) that collects the following lines of the same stream until
-//!    its natural end (Python: the exception line; Node: the last `at` frame; Rust: the
-//!    diagnostic's blank line or the backtrace's closing note), until
+//!    its natural end (Python: the exception line, or the last one of a chain, whose
+//!    separator may come after a few lines of other output; Node: the last `at` frame;
+//!    Rust: the diagnostic's blank line or the backtrace's closing note), until
 //!    [`Scanner::tick`] finds it idle for [`Limits::group_idle`], or until
 //!    [`Scanner::finish`]. Unrelated lines printed in between (another thread's access
 //!    log) are neither stored in the group nor allowed to end it, within a grace of a

@@ -386,6 +386,56 @@ fn java_exception_reports_top_and_root_cause_at_the_cause_user_frame() {
 // not move), the location, function and frames the root cause's (where the bug is).
 
 #[test]
+fn python_raise_from_points_at_the_root_cause_in_the_data_function() {
+    let p = "/tmp/corral-fixtures/python_chained_cause";
+    check(
+        "python_chained_cause",
+        &[Expect {
+            rule: "python.traceback",
+            category: "python",
+            severity: E,
+            message: "web.HTTPException: 404: no user 2",
+            location: Some(&format!("{p}/data.py:5")),
+            context: &[
+                "function: get_user",
+                // Under it, Python 3.11's `~~~~~^^^^^^^^^` markers: skipped.
+                "code: return USERS[user_id]",
+                "cause: KeyError: 2",
+                &format!("frame: {p}/data.py:5 in get_user"),
+                &format!("frame: {p}/data.py:9 in get_stats"),
+                &format!("frame: {p}/app.py:7 in handler"),
+                // Above the frame that caught it: from the traceback of the `raise … from e`.
+                &format!("frame: {p}/app.py:14 in main"),
+                &format!("frame: {p}/app.py:17 in <module>"),
+            ],
+        }],
+    );
+}
+
+#[test]
+fn python_during_handling_points_at_the_first_exception() {
+    let p = "/tmp/corral-fixtures/python_chained_context";
+    check(
+        "python_chained_context",
+        &[Expect {
+            rule: "python.traceback",
+            category: "python",
+            severity: E,
+            message: "KeyError: 'dev'",
+            location: Some(&format!("{p}/settings.py:5")),
+            context: &[
+                "function: load_settings",
+                r#"code: with open(path, "rb") as f:"#,
+                "cause: FileNotFoundError: [Errno 2] No such file or directory: 'dev.toml'",
+                &format!("frame: {p}/settings.py:5 in load_settings"),
+                &format!("frame: {p}/app.py:8 in settings_for"),
+                &format!("frame: {p}/app.py:14 in <module>"),
+            ],
+        }],
+    );
+}
+
+#[test]
 fn node_error_cause_points_at_the_cause_frame() {
     let p = "/tmp/corral-fixtures/node_error_cause";
     check(
