@@ -653,7 +653,11 @@ impl Group {
         }
         if let Some(caps) = f.java.captures(line) {
             self.confirmed = true;
-            if let Some(loc) = frames::location(&caps) {
+            // A `Suppressed:` exception's frames are not its section's: they would shift
+            // what `... N more` counts from the end.
+            if !self.suppressed
+                && let Some(loc) = frames::location(&caps)
+            {
                 let method = &caps["method"];
                 let user = frames::java_user(method);
                 self.trace.push(Frame::new(loc, Some(method), user));
