@@ -604,4 +604,103 @@ mod tests {
         let caps = f.go.captures("\t/tmp/x/main.go:8 +0x1d").unwrap();
         assert_eq!(location(&caps).unwrap().to_string(), "/tmp/x/main.go:8");
     }
+
+    #[test]
+    fn frames_name_their_function() {
+        let f = Frames::new();
+        for (re, line, func, at) in [
+            (
+                &f.node,
+                "    at async file:///x/main.mjs:24:1 {",
+                None,
+                "/x/main.mjs:24:1",
+            ),
+            (
+                &f.node,
+                "    at async boot (file:///x/main.mjs:18:5)",
+                Some("boot"),
+                "/x/main.mjs:18:5",
+            ),
+            (
+                &f.node,
+                "    at new Repo (/x/a.js:3:25)",
+                Some("new Repo"),
+                "/x/a.js:3:25",
+            ),
+            (
+                &f.node,
+                "    at handler (/x/a.js:4:18) {",
+                Some("handler"),
+                "/x/a.js:4:18",
+            ),
+            (
+                &f.ruby,
+                "\tfrom /x/app.rb:7:in `block in <main>'",
+                Some("block in <main>"),
+                "/x/app.rb:7",
+            ),
+            (
+                &f.ruby,
+                "\tfrom /x/app.rb:9:in 'Api#call'",
+                Some("Api#call"),
+                "/x/app.rb:9",
+            ),
+            (
+                &f.python,
+                r#"  File "/x/a.py", line 3, in get_stats"#,
+                Some("get_stats"),
+                "/x/a.py:3",
+            ),
+        ] {
+            let caps = re.captures(line).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(caps.name("func").map(|m| m.as_str()), func, "{line}");
+            assert_eq!(location(&caps).unwrap().to_string(), at, "{line}");
+        }
+    }
+
+    #[test]
+    fn function_names_lose_how_they_were_called() {
+        for (raw, name) in [
+            ("new Repo", Some("Repo")),
+            ("async boot", Some("boot")),
+            ("Object.<anonymous>", Some("Object.<anonymous>")),
+            (
+                "boom::parse_port::h0123456789abcdef",
+                Some("boom::parse_port"),
+            ),
+            ("boom::handler", Some("boom::handler")),
+            ("  ", None),
+        ] {
+            assert_eq!(function_name(raw).as_deref(), name, "{raw}");
+        }
+        assert_eq!(
+            function_name(&"f".repeat(300)).unwrap().len(),
+            MAX_CODE_BYTES
+        );
+        assert!(marker_line("           ~~~~~^^^^^^^^^"));
+        assert!(!marker_line("    x = a ^ b"));
+        assert_eq!(code_line("    return x  ").as_deref(), Some("return x"));
+    }
+
+    #[test]
+    fn a_throw_site_header_is_a_script_path_and_a_line_only() {
+        let at = |s: &str| throw_site_header(s).map(|l| l.to_string());
+        assert_eq!(at("/app/server.js:2").as_deref(), Some("/app/server.js:2"));
+        assert_eq!(
+            at("file:///app/main.mjs:20").as_deref(),
+            Some("/app/main.mjs:20")
+        );
+        assert_eq!(
+            at("C:\\app\\main.ts:7").as_deref(),
+            Some("C:\\app\\main.ts:7")
+        );
+        for no in [
+            "localhost:3000",
+            "node:internal/modules/cjs/loader:1210",
+            "see a.js:2",
+            "/app/a.js:2:5",
+        ] {
+            assert_eq!(at(no), None, "{no}");
+        }
+    }
 }
