@@ -437,12 +437,6 @@ impl Trace {
 /// The file extensions of the scripts Node (or tsx, ts-node) runs, for the throw site.
 const SCRIPT_EXTENSIONS: &[&str] = &[".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx"];
 
-/// The literals of a throw site's first line (`/app/x.js:12`), for the prefilter: the
-/// lines before an error line are fed to the scanner only if they have one.
-pub(crate) const THROW_SITE_LITERALS: &[&str] = &[
-    ".js:", ".mjs:", ".cjs:", ".jsx:", ".ts:", ".mts:", ".cts:", ".tsx:",
-];
-
 /// Non-blank lines a complete throw site waits for its error line.
 const THROW_SITE_WAIT: u8 = 3;
 
@@ -480,10 +474,17 @@ enum SiteState {
 }
 
 impl ThrowSite {
+    /// Every line of the stream goes through here: the common one (nothing seen yet,
+    /// and the line does not start like a path and end in a digit) costs a few byte tests.
+    #[inline]
     pub fn observe(&mut self, line: &str, now: SystemTime) {
-        if matches!(self.state, SiteState::Idle) && !line.ends_with(|c: char| c.is_ascii_digit()) {
+        if matches!(self.state, SiteState::Idle) && !may_be_throw_site(line.as_bytes()) {
             return;
         }
+        self.step(line, now);
+    }
+
+    fn step(&mut self, line: &str, now: SystemTime) {
         let blank = line.trim().is_empty();
         self.state = match std::mem::take(&mut self.state) {
             SiteState::Header(loc) if !blank => SiteState::Code(loc, line.to_owned()),
@@ -494,7 +495,9 @@ impl ThrowSite {
             }
             _ => throw_site_header(line).map_or(SiteState::Idle, SiteState::Header),
         };
-        self.since = Some(now);
+        if self.armed() {
+            self.since = Some(now);
+        }
     }
 
     /// Whether lines are still to come for a throw site seen in part.
@@ -525,9 +528,40 @@ impl ThrowSite {
     }
 }
 
+/// Where a throw site printed just before the line at `line_start` of `text` starts:
+/// its `file:line` among the four lines before (the line itself may be the throw site's
+/// source line, `throw new Error(…)`, or its error line). [`ThrowSite`] checks the rest.
+pub(crate) fn throw_site_before(text: &[u8], line_start: usize) -> Option<usize> {
+    let mut end = line_start;
+    for _ in 0..4 {
+        if end == 0 {
+            break;
+        }
+        let start = memchr::memrchr(b'\n', &text[..end - 1]).map_or(0, |i| i + 1);
+        let line = std::str::from_utf8(&text[start..end - 1]).ok()?;
+        if throw_site_header(line.trim_end_matches('\r')).is_some() {
+            return Some(start);
+        }
+        end = start;
+    }
+    None
+}
+
+/// The cheap half of [`throw_site_header`]: an absolute path or a `file:` URL (all Node
+/// prints there) ending in a digit.
+#[inline]
+fn may_be_throw_site(b: &[u8]) -> bool {
+    b.last().is_some_and(u8::is_ascii_digit)
+        && match b {
+            [b'/', ..] | [b'f', b'i', b'l', b'e', b':', ..] => true,
+            [drive, b':', b'\\' | b'/', ..] => drive.is_ascii_alphabetic(),
+            _ => false,
+        }
+}
+
 /// `/app/server.js:2`, `file:///app/main.mjs:20`: a script's path and a line, nothing else.
 fn throw_site_header(line: &str) -> Option<Location> {
-    if line.bytes().any(|b| b.is_ascii_whitespace()) {
+    if !may_be_throw_site(line.as_bytes()) || line.bytes().any(|b| b.is_ascii_whitespace()) {
         return None;
     }
     let (file, number) = line.rsplit_once(':')?;
@@ -699,6 +733,7 @@ mod tests {
             "node:internal/modules/cjs/loader:1210",
             "see a.js:2",
             "/app/a.js:2:5",
+            "src/a.js:2",
         ] {
             assert_eq!(at(no), None, "{no}");
         }
