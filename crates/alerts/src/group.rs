@@ -125,6 +125,8 @@ pub(crate) struct Group {
     expect_code: bool,
     /// Java: inside a `Suppressed:` block, whose `... N more` is not its section's.
     suppressed: bool,
+    /// Ruby: the line that may be the raising line's source, until its marker line.
+    snippet: Option<String>,
     /// Node: the uncaught error's throw site, `file:line` and its source line.
     throw_site: Option<(Location, String)>,
     pub confirmed: bool,
@@ -207,6 +209,7 @@ impl Group {
             function: None,
             expect_code: false,
             suppressed: false,
+            snippet: None,
             throw_site: None,
             confirmed: true,
             complete: false,
@@ -267,6 +270,7 @@ impl Group {
                         .map(|(name, _)| name);
                     let user = frames::ruby_user(&loc.file);
                     g.header_frame = Some(Frame::new(loc, function, user));
+                    g.expect_code = true;
                 }
             }
             Kind::Webpack => g.expect_message = true,
@@ -509,6 +513,7 @@ impl Group {
             }
             Kind::Ruby => {
                 if let Some(caps) = f.ruby.captures(line) {
+                    self.expect_code = false;
                     if let Some(loc) = frames::location(&caps) {
                         let function = caps.name("func").map(|m| m.as_str());
                         let user = frames::ruby_user(&caps["file"]);
@@ -518,6 +523,19 @@ impl Group {
                 } else if blank {
                     Step::Skip
                 } else if indented(line) || line.starts_with("Did you mean?") {
+                    // Ruby 3.1+ (error_highlight): the raising line's source and `^^^^`
+                    // under it, before the `from` lines. Only an indented line followed
+                    // by its marker line is taken for it.
+                    if self.expect_code && indented(line) {
+                        if !frames::marker_line(line) {
+                            self.snippet.get_or_insert_with(|| line.to_owned());
+                        } else if let (Some(h), Some(code)) =
+                            (&mut self.header_frame, self.snippet.take())
+                        {
+                            h.code = frames::code_line(&code);
+                            self.expect_code = false;
+                        }
+                    }
                     Step::Take
                 } else {
                     Step::Stray

@@ -54,7 +54,7 @@
 //! | Node | the `TypeError: …` line (the outer error of a chain) | the first `at` frame in user code (innermost first) of the innermost `[cause]:`, else of the error itself. Function: `at NAME (…)` (without `new `/`async `; none for `at file:1:2`); code: the source line Node prints above a `^` for an uncaught error, when its `file:line` is that frame's | the innermost `[cause]:` (`Error.cause`, Node ≥ 16.9) or `Caused by:` |
 //! | Java | the top exception, with `(caused by <root cause>)` | the first user frame of the root cause (the last `Caused by:`), else of the top trace. Function: `pkg.Class.method`; no code | the last `Caused by:` |
 //! | Go panic | the text after `panic:` | the first frame in user code of the panicking goroutine. Function: the line above it without arguments (`main.handler`); no code | — |
-//! | Ruby | the exception class and message | the raising line when it is user code, else the first user `from` frame. Function: `in 'NAME'` | — |
+//! | Ruby | the exception class and message | the raising line when it is user code, else the first user `from` frame. Function: `in 'NAME'`; code: the raising line's source Ruby 3.1+ prints under the message with `^^^^` under it (error_highlight), when indented | — |
 //! | .NET | the exception class and message | the first user frame (an inner exception's frames are printed first). Function: `Ns.Class.Method` without parameters | the innermost ` ---> ` |
 //! | TypeScript, Go build, gcc, bundlers | the tool's message | the tool's `file:line:col`; no function | — |
 //!

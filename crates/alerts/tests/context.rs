@@ -86,6 +86,20 @@ fn every_ecosystem_names_the_function_and_reduces_the_stack() {
             ],
         },
         Case {
+            name: "Ruby 3.1+: a snippet at the top level is not indented: no code",
+            lines: &[
+                "/app/main.rb:1:in `<main>': undefined local variable or method `fo' for main:Object (NameError)",
+                "",
+                "fo",
+                "^^",
+                "Did you mean?  for",
+            ],
+            rule: "ruby.exception",
+            message: "NameError: undefined local variable or method `fo' for main:Object",
+            location: "/app/main.rb:1",
+            context: &["function: <main>", "frame: /app/main.rb:1 in <main>"],
+        },
+        Case {
             name: ".NET: an inner exception, printed first, is the cause",
             lines: &[
                 "Unhandled exception. System.InvalidOperationException: cannot load user 7",
