@@ -199,8 +199,10 @@ JAVA
 fi
 
 # ---- BEGIN context fixtures: chained exceptions, for the alert's function, code, ----
-# ---- cause and frames (crates/alerts/tests/real_output.rs, "context")            ----
-if have python3; then
+# ---- cause and frames (crates/alerts/tests/real_output.rs, "Chained exceptions") ----
+# In the groups python, node and java where the script takes groups on its command line.
+declare -F want >/dev/null || want() { return 0; }
+if want python && have python3; then
     # An app-like layout: a handler calling a data module, the data function failing.
     fresh python_chained_cause
     cat >"$base/python_chained_cause/web.py" <<'PY'
@@ -271,7 +273,7 @@ PY
     capture python_chained_context python3 app.py
 fi
 
-if have node; then
+if want node && have node; then
     fresh node_error_cause
     cat >"$base/node_error_cause/users.js" <<'JS'
 class UserStore {
@@ -338,7 +340,7 @@ JS
     capture node_error_cause_nested node main.mjs
 fi
 
-if have javac && have java; then
+if want java && have javac && have java; then
     fresh java_caused_by_chain
     mkdir -p "$base/java_caused_by_chain/com/acme"
     cat >"$base/java_caused_by_chain/com/acme/UserRepo.java" <<'JAVA'
@@ -384,5 +386,64 @@ public class Api {
 JAVA
     (cd "$base/java_caused_by_chain" && javac com/acme/*.java)
     capture java_caused_by_chain java -cp . com.acme.Api
+fi
+if want ruby && have ruby; then
+    # The raising line is in user code (3.1+ prints its source under the message).
+    fresh ruby_no_method_error
+    mkdir -p "$base/ruby_no_method_error/lib"
+    cat >"$base/ruby_no_method_error/lib/users.rb" <<'RB'
+class UserStore
+  def initialize(rows)
+    @rows = rows
+  end
+
+  def display_name(id)
+    @rows[id][:name].strip
+  end
+end
+RB
+    cat >"$base/ruby_no_method_error/app.rb" <<'RB'
+require_relative "lib/users"
+
+def handler(params)
+  store = UserStore.new({ 1 => { name: " ada " } })
+  store.display_name(params[:id])
+end
+
+[1, 2].each { |id| puts handler({ id: id }) }
+RB
+    capture ruby_no_method_error ruby app.rb
+fi
+
+if want go && have go; then
+    # A goroutine's panic in a method, and where the goroutine was started.
+    fresh go_goroutine_panic
+    cat >"$base/go_goroutine_panic/main.go" <<'GO'
+package main
+
+import (
+	"fmt"
+	"sync"
+)
+
+type Server struct{ sessions map[string]int }
+
+func (s *Server) handle(user string) {
+	s.sessions[user]++
+}
+
+func main() {
+	s := &Server{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.handle("ada")
+	}()
+	wg.Wait()
+	fmt.Println(s.sessions)
+}
+GO
+    capture go_goroutine_panic go run main.go
 fi
 # ---- END context fixtures ----

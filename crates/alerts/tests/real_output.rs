@@ -507,6 +507,54 @@ fn java_caused_by_chain_points_at_the_last_cause_with_its_shared_frames() {
     );
 }
 
+#[test]
+fn ruby_error_points_at_the_raising_line_with_its_source() {
+    let p = "/tmp/corral-fixtures/ruby_no_method_error";
+    check(
+        "ruby_no_method_error",
+        &[Expect {
+            rule: "ruby.exception",
+            category: "ruby",
+            severity: E,
+            message: "NoMethodError: undefined method `[]' for nil:NilClass",
+            location: Some(&format!("{p}/lib/users.rb:7")),
+            context: &[
+                "function: display_name",
+                // Ruby 3.1's error_highlight prints it under the message.
+                "code: @rows[id][:name].strip",
+                &format!("frame: {p}/lib/users.rb:7 in display_name"),
+                // As Ruby printed them: relative to where `ruby app.rb` ran.
+                "frame: app.rb:5 in handler",
+                "frame: app.rb:8 in block in <main>",
+                "frame: app.rb:8 in each",
+                "frame: app.rb:8 in <main>",
+            ],
+        }],
+    );
+}
+
+#[test]
+fn go_goroutine_panic_names_the_method_and_where_the_goroutine_started() {
+    let p = "/tmp/corral-fixtures/go_goroutine_panic/main.go";
+    check(
+        "go_goroutine_panic",
+        &[Expect {
+            rule: "go.panic",
+            category: "go",
+            severity: E,
+            message: "assignment to entry in nil map",
+            location: Some(&format!("{p}:11")),
+            context: &[
+                "function: main.(*Server).handle",
+                &format!("frame: {p}:11 in main.(*Server).handle"),
+                &format!("frame: {p}:20 in main.main.func1"),
+                // `created by main.main`: where the goroutine was started.
+                &format!("frame: {p}:18 in main.main"),
+            ],
+        }],
+    );
+}
+
 /// The supervisor feeds a line only from one with a rule's literal on (or while a group
 /// is open): Node's throw site, printed before the error line, must still be seen.
 #[test]
