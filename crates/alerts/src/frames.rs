@@ -137,7 +137,8 @@ pub(crate) struct Frame {
     pub loc: Location,
     /// The function, as the runtime printed it (see [`function_name`]).
     pub function: Option<String>,
-    /// The source line the runtime printed with the frame (Python), trimmed and capped.
+    /// The source line the runtime printed with the frame (Python; Ruby's raising line;
+    /// Node's throw site is matched at the end), trimmed and capped.
     pub code: Option<String>,
     pub user: bool,
     /// Its position among every frame of its section as printed (Java's `... N more`
@@ -167,15 +168,17 @@ impl Frame {
     /// Whether `self` is at `loc`'s file and line (the column and a leading `./` aside:
     /// a Rust panic says `src/main.rs:2:18`, its backtrace `./src/main.rs:2:18`).
     pub fn is_at(&self, loc: &Location) -> bool {
-        let bare = |f: &str| f.strip_prefix("./").unwrap_or(f).to_owned();
+        fn bare(f: &str) -> &str {
+            f.strip_prefix("./").unwrap_or(f)
+        }
         self.loc.line == loc.line && bare(&self.loc.file) == bare(&loc.file)
     }
 }
 
 /// A function name as printed, for [`Frame::function`]: trimmed, without what says how
-/// it was called rather than what it is (Node's `new `, `async `), Go's argument list
-/// (`main.handler(...)`), .NET's parameter list, Rust's symbol hash (`::h0123…`); `None`
-/// when nothing is left. At most [`MAX_CODE_BYTES`].
+/// it was called rather than what it is (Node's `new `, `async `) or Rust's symbol hash
+/// (`::h0123…`); `None` when nothing is left. At most [`MAX_CODE_BYTES`]. (Go's argument
+/// list and .NET's parameter list are cut where their frames are read.)
 pub(crate) fn function_name(raw: &str) -> Option<String> {
     let mut name = raw.trim();
     for prefix in ["async ", "new "] {
