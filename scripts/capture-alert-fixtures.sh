@@ -197,3 +197,253 @@ JAVA
     (cd "$base/java_exception" && javac Main.java)
     capture java_exception java -cp . Main
 fi
+
+# ---- BEGIN context fixtures: chained exceptions, for the alert's function, code, ----
+# ---- cause and frames (crates/alerts/tests/real_output.rs, "Chained exceptions") ----
+# In the groups python, node and java where the script takes groups on its command line.
+declare -F want >/dev/null || want() { return 0; }
+if want python && have python3; then
+    # An app-like layout: a handler calling a data module, the data function failing.
+    fresh python_chained_cause
+    cat >"$base/python_chained_cause/web.py" <<'PY'
+class HTTPException(Exception):
+    def __init__(self, status, detail):
+        super().__init__(f"{status}: {detail}")
+        self.status = status
+PY
+    cat >"$base/python_chained_cause/data.py" <<'PY'
+USERS = {1: {"name": "ada", "plan": "pro"}}
+
+
+def get_user(user_id):
+    return USERS[user_id]
+
+
+def get_stats(user_id):
+    user = get_user(user_id)
+    return {"plan": user["plan"].upper()}
+PY
+    cat >"$base/python_chained_cause/app.py" <<'PY'
+from data import get_stats
+from web import HTTPException
+
+
+def handler(request):
+    try:
+        return get_stats(request["user_id"])
+    except KeyError as e:
+        raise HTTPException(404, f"no user {request['user_id']}") from e
+
+
+def main():
+    print("serving")
+    print(handler({"user_id": 2}))
+
+
+main()
+PY
+    capture python_chained_cause python3 app.py
+
+    # The implicit form: the except block itself fails.
+    fresh python_chained_context
+    cat >"$base/python_chained_context/settings.py" <<'PY'
+import tomllib
+
+
+def load_settings(path):
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+PY
+    cat >"$base/python_chained_context/app.py" <<'PY'
+from settings import load_settings
+
+DEFAULTS = {"prod": {"debug": False}}
+
+
+def settings_for(profile):
+    try:
+        return load_settings(f"{profile}.toml")
+    except FileNotFoundError:
+        return DEFAULTS[profile]
+
+
+print("starting")
+print(settings_for("dev"))
+PY
+    capture python_chained_context python3 app.py
+fi
+
+if want node && have node; then
+    fresh node_error_cause
+    cat >"$base/node_error_cause/users.js" <<'JS'
+class UserStore {
+  constructor(rows) {
+    this.rows = rows;
+  }
+
+  find(id) {
+    const row = this.rows.get(id);
+    return row.name.trim();
+  }
+}
+
+function loadUser(store, id) {
+  try {
+    return store.find(id);
+  } catch (err) {
+    throw new Error(`cannot load user ${id}`, { cause: err });
+  }
+}
+
+module.exports = { UserStore, loadUser };
+JS
+    cat >"$base/node_error_cause/server.js" <<'JS'
+const { UserStore, loadUser } = require("./users");
+
+function handler(req) {
+  return { user: loadUser(new UserStore(new Map()), req.id) };
+}
+
+console.log("listening");
+handler({ id: 7 });
+JS
+    capture node_error_cause node server.js
+
+    # ESM, causes nested two deep, a constructor and async frames.
+    fresh node_error_cause_nested
+    cat >"$base/node_error_cause_nested/main.mjs" <<'JS'
+class Repo {
+  constructor(cfg) {
+    if (!cfg.url) throw new TypeError("repo needs a url");
+  }
+}
+
+async function connect(cfg) {
+  await null;
+  try {
+    return new Repo(cfg);
+  } catch (e) {
+    throw new Error("connect failed", { cause: e });
+  }
+}
+
+async function boot() {
+  try {
+    await connect({});
+  } catch (e) {
+    throw new Error("boot failed", { cause: e });
+  }
+}
+
+await boot();
+JS
+    capture node_error_cause_nested node main.mjs
+fi
+
+if want java && have javac && have java; then
+    fresh java_caused_by_chain
+    mkdir -p "$base/java_caused_by_chain/com/acme"
+    cat >"$base/java_caused_by_chain/com/acme/UserRepo.java" <<'JAVA'
+package com.acme;
+
+import java.util.Map;
+
+public class UserRepo {
+    private final Map<String, String> rows = Map.of("7", "id=x7;name=ada");
+
+    static int parseId(String row) {
+        return Integer.parseInt(row.substring(3, row.indexOf(';')));
+    }
+
+    public int find(String key) {
+        try {
+            return parseId(rows.get(key));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("bad row for user " + key, e);
+        }
+    }
+}
+JAVA
+    cat >"$base/java_caused_by_chain/com/acme/Api.java" <<'JAVA'
+package com.acme;
+
+public class Api {
+    private final UserRepo repo = new UserRepo();
+
+    public int load(String key) {
+        try {
+            return repo.find(key);
+        } catch (IllegalArgumentException e) {
+            throw new IllegalStateException("cannot load user " + key, e);
+        }
+    }
+
+    public static void main(String[] args) {
+        System.out.println("serving");
+        System.out.println(new Api().load("7"));
+    }
+}
+JAVA
+    (cd "$base/java_caused_by_chain" && javac com/acme/*.java)
+    capture java_caused_by_chain java -cp . com.acme.Api
+fi
+if want ruby && have ruby; then
+    # The raising line is in user code (3.1+ prints its source under the message).
+    fresh ruby_no_method_error
+    mkdir -p "$base/ruby_no_method_error/lib"
+    cat >"$base/ruby_no_method_error/lib/users.rb" <<'RB'
+class UserStore
+  def initialize(rows)
+    @rows = rows
+  end
+
+  def display_name(id)
+    @rows[id][:name].strip
+  end
+end
+RB
+    cat >"$base/ruby_no_method_error/app.rb" <<'RB'
+require_relative "lib/users"
+
+def handler(params)
+  store = UserStore.new({ 1 => { name: " ada " } })
+  store.display_name(params[:id])
+end
+
+[1, 2].each { |id| puts handler({ id: id }) }
+RB
+    capture ruby_no_method_error ruby app.rb
+fi
+
+if want go && have go; then
+    # A goroutine's panic in a method, and where the goroutine was started.
+    fresh go_goroutine_panic
+    cat >"$base/go_goroutine_panic/main.go" <<'GO'
+package main
+
+import (
+	"fmt"
+	"sync"
+)
+
+type Server struct{ sessions map[string]int }
+
+func (s *Server) handle(user string) {
+	s.sessions[user]++
+}
+
+func main() {
+	s := &Server{}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.handle("ada")
+	}()
+	wg.Wait()
+	fmt.Println(s.sessions)
+}
+GO
+    capture go_goroutine_panic go run main.go
+fi
+# ---- END context fixtures ----

@@ -5,21 +5,25 @@
 //! carries no root anyway): a frame is library code when it lives where package
 //! managers and runtimes install things.
 
+use std::time::SystemTime;
+
 use regex::Regex;
 
-use crate::model::Location;
+use crate::model::{Location, MAX_CODE_BYTES};
 
 /// The frame-line regexes, compiled once per [`AlertRules`](crate::AlertRules).
 pub(crate) struct Frames {
     /// `  File "x.py", line 12, in f` (the `, in f` is missing in a SyntaxError).
     pub python: Regex,
-    /// `    at f (file:12:5)`, `    at file:12:5`, `    at async f (file:///x.mjs:1:2)`.
+    /// `    at f (file:12:5)`, `    at file:12:5`, `    at async f (file:///x.mjs:1:2)`,
+    /// `    at async file:///x.mjs:1:2`, `    at new C (file:3:9)`; the last frame of an
+    /// error with properties ends in ` {`.
     pub node: Regex,
     /// `\tat pkg.Cls.m(File.java:12)`, with an optional `module/` or `app//` prefix.
     pub java: Regex,
     /// `   at Ns.Cls.M(Args) in /path/File.cs:line 12`.
     pub dotnet: Regex,
-    /// `\tfrom file.rb:12:in 'm'`.
+    /// `\tfrom file.rb:12:in 'm'` (Ruby 3.4: `'Cls#m'`; before: `` `m' ``).
     pub ruby: Regex,
     /// `\t/path/x.go:12 +0x1d` (a goroutine trace's file line).
     pub go: Regex,
@@ -33,13 +37,13 @@ impl Frames {
         Frames {
             python: re(r#"^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$"#),
             node: re(
-                r"^\s+at (?:(?P<func>.+?) \()?(?P<file>[^\s()]+?):(?P<line>\d+):(?P<col>\d+)\)?$",
+                r"^\s+at (?:async )?(?:(?P<func>.+?) \()?(?P<file>[^\s()]+?):(?P<line>\d+):(?P<col>\d+)\)?(?: \{)?$",
             ),
             java: re(
                 r"^\s+at (?:[\w.$-]+(?:@[\w.-]+)?/+)?(?P<method>[\w.$<>]+)\((?P<file>[^:()]+):(?P<line>\d+)\)",
             ),
             dotnet: re(r"^\s+at (?P<method>\S+).*? in (?P<file>.+):line (?P<line>\d+)$"),
-            ruby: re(r"^\s+from (?P<file>.+?):(?P<line>\d+):in "),
+            ruby: re(r"^\s+from (?P<file>.+?):(?P<line>\d+):in (?:[`'](?P<func>[^`']*)')?"),
             go: re(r"^\t(?P<file>\S+\.go):(?P<line>\d+)(?: \+0x[0-9a-f]+)?$"),
             rust: re(r"^\s+at (?P<file>.+?):(?P<line>\d+):(?P<col>\d+)$"),
         }
@@ -127,6 +131,455 @@ pub(crate) fn ruby_user(file: &str) -> bool {
     !(file.contains("/gems/") || file.contains("/lib/ruby/") || file.starts_with("<internal:"))
 }
 
+/// One frame of a stack, as printed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Frame {
+    pub loc: Location,
+    /// The function, as the runtime printed it (see [`function_name`]).
+    pub function: Option<String>,
+    /// The source line the runtime printed with the frame (Python; Ruby's raising line;
+    /// Node's throw site is matched at the end), trimmed and capped.
+    pub code: Option<String>,
+    pub user: bool,
+    /// Its position among every frame of its section as printed (Java's `... N more`
+    /// counts the shared frames from the end).
+    index: usize,
+}
+
+impl Frame {
+    pub fn new(loc: Location, function: Option<&str>, user: bool) -> Self {
+        Frame {
+            loc,
+            function: function.and_then(function_name),
+            code: None,
+            user,
+            index: 0,
+        }
+    }
+
+    /// `file:line[:col] in function`, or `file:line[:col]` for an anonymous frame.
+    pub fn describe(&self) -> String {
+        match &self.function {
+            Some(f) => format!("{} in {f}", self.loc),
+            None => self.loc.to_string(),
+        }
+    }
+
+    /// Whether `self` is at `loc`'s file and line (the column and a leading `./` aside:
+    /// a Rust panic says `src/main.rs:2:18`, its backtrace `./src/main.rs:2:18`).
+    pub fn is_at(&self, loc: &Location) -> bool {
+        fn bare(f: &str) -> &str {
+            f.strip_prefix("./").unwrap_or(f)
+        }
+        self.loc.line == loc.line && bare(&self.loc.file) == bare(&loc.file)
+    }
+}
+
+/// A function name as printed, for [`Frame::function`]: trimmed, without what says how
+/// it was called rather than what it is (Node's `new `, `async `) or Rust's symbol hash
+/// (`::h0123…`); `None` when nothing is left. At most [`MAX_CODE_BYTES`]. (Go's argument
+/// list and .NET's parameter list are cut where their frames are read.)
+pub(crate) fn function_name(raw: &str) -> Option<String> {
+    let mut name = raw.trim();
+    for prefix in ["async ", "new "] {
+        name = name.strip_prefix(prefix).unwrap_or(name);
+    }
+    // Rust: `boom::parse_port::h0123456789abcdef`.
+    if let Some((base, hash)) = name.rsplit_once("::h")
+        && hash.len() == 16
+        && hash.bytes().all(|b| b.is_ascii_hexdigit())
+    {
+        name = base;
+    }
+    let name = name.trim();
+    (!name.is_empty()).then(|| crate::cap(name, MAX_CODE_BYTES).into_owned())
+}
+
+/// A source line as printed, for [`Frame::code`]: trimmed and capped; `None` when blank.
+pub(crate) fn code_line(raw: &str) -> Option<String> {
+    let code = raw.trim();
+    (!code.is_empty()).then(|| crate::cap(code, MAX_CODE_BYTES).into_owned())
+}
+
+/// Python 3.11+'s marker line under a source line: `~~~~~^^^^^`, `^^^^`.
+pub(crate) fn marker_line(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty() && t.bytes().all(|b| b == b'^' || b == b'~')
+}
+
+/// User frames kept per section: more than enough for the alert's 10, and a bound on
+/// what a 1000-frame stack overflow costs while its group is open.
+const KEPT: usize = 64;
+
+/// The frames of one exception of a chain (a Python traceback, a Java `Caused by:`, a
+/// Node `[cause]:`), or of one goroutine.
+#[derive(Debug, Default)]
+pub(crate) struct Section {
+    /// Its exception line, when the kind knows it.
+    pub exception: Option<String>,
+    /// Its frames in user code, as printed; at most [`KEPT`], the innermost kept.
+    user: Vec<Frame>,
+    /// The first and the last frame printed, user code or not.
+    first: Option<Frame>,
+    last: Option<Frame>,
+    /// Frames printed, kept or not.
+    total: usize,
+    /// Java: `... N more`, the frames it shares with the enclosing trace's end.
+    elided: usize,
+}
+
+/// The frames a group has seen, in sections, with what tells which frame is the
+/// innermost: every runtime but Python prints it first.
+#[derive(Debug)]
+pub(crate) struct Trace {
+    sections: Vec<Section>,
+    innermost_first: bool,
+    /// The frame just read, still open for the source line printed under it (Python);
+    /// committed to its section by the next frame, section, or [`Trace::seal`].
+    open: Option<Frame>,
+    /// The last frame printed without a function name (Python: the `File "x", line N`
+    /// a SyntaxError points at).
+    nameless: Option<Frame>,
+}
+
+impl Trace {
+    pub fn new(innermost_first: bool) -> Self {
+        Trace {
+            sections: vec![Section::default()],
+            innermost_first,
+            open: None,
+            nameless: None,
+        }
+    }
+
+    /// A frame of the current section, in printed order.
+    pub fn push(&mut self, frame: Frame) {
+        self.commit();
+        self.open = Some(frame);
+    }
+
+    /// The source line of the frame just pushed, if it has none yet.
+    pub fn code(&mut self, line: &str) {
+        if let Some(frame) = &mut self.open
+            && frame.code.is_none()
+        {
+            frame.code = code_line(line);
+        }
+    }
+
+    /// The next exception of the chain starts, its exception line known or not; a
+    /// section with no frame yet (Go's first `goroutine 1 [running]:`) is reused.
+    pub fn section(&mut self, exception: Option<String>) {
+        self.commit();
+        if self.current().total > 0 || self.current().exception.is_some() {
+            self.sections.push(Section::default());
+        }
+        self.current().exception = exception;
+    }
+
+    /// Another section (Go: another goroutine) starts, unless the current one has no
+    /// frame yet.
+    pub fn split(&mut self) {
+        self.commit();
+        if self.current().total > 0 {
+            self.sections.push(Section::default());
+        }
+    }
+
+    /// The current section's exception line.
+    pub fn exception(&mut self, line: &str) {
+        self.commit();
+        self.current().exception = Some(line.to_owned());
+    }
+
+    /// Java: the current section shares its last `n` frames with the enclosing trace.
+    pub fn elided(&mut self, n: usize) {
+        self.commit();
+        self.current().elided = n;
+    }
+
+    /// Commits the open frame; call before reading the sections.
+    pub fn seal(&mut self) {
+        self.commit();
+    }
+
+    pub fn sections(&self) -> &[Section] {
+        &self.sections
+    }
+
+    pub fn nameless(&self) -> Option<&Frame> {
+        self.nameless.as_ref()
+    }
+
+    fn current(&mut self) -> &mut Section {
+        self.sections.last_mut().expect("a trace has a section")
+    }
+
+    fn commit(&mut self) {
+        let Some(mut frame) = self.open.take() else {
+            return;
+        };
+        let innermost_first = self.innermost_first;
+        if frame.function.is_none() {
+            self.nameless = Some(frame.clone());
+        }
+        let section = self.current();
+        frame.index = section.total;
+        section.total += 1;
+        if section.first.is_none() {
+            section.first = Some(frame.clone());
+        }
+        if frame.user {
+            if section.user.len() < KEPT {
+                section.user.push(frame.clone());
+            } else if !innermost_first {
+                section.user.remove(0);
+                section.user.push(frame.clone());
+            }
+        }
+        section.last = Some(frame);
+    }
+
+    /// The innermost user frame of section `i`.
+    pub fn innermost_user(&self, i: usize) -> Option<&Frame> {
+        let user = &self.sections.get(i)?.user;
+        if self.innermost_first {
+            user.first()
+        } else {
+            user.last()
+        }
+    }
+
+    /// The innermost frame of section `i`, user code or not.
+    pub fn innermost_any(&self, i: usize) -> Option<&Frame> {
+        let s = self.sections.get(i)?;
+        if self.innermost_first {
+            s.first.as_ref()
+        } else {
+            s.last.as_ref()
+        }
+    }
+
+    /// The user frame nearest the error in printed order, whatever its section: the first
+    /// one printed, or for Python the last.
+    pub fn printed_user(&self) -> Option<&Frame> {
+        if self.innermost_first {
+            self.sections.iter().find_map(|s| s.user.first())
+        } else {
+            self.sections.iter().rev().find_map(|s| s.user.last())
+        }
+    }
+
+    /// Like [`printed_user`](Self::printed_user), any frame.
+    pub fn printed_any(&self) -> Option<&Frame> {
+        if self.innermost_first {
+            self.sections.iter().find_map(|s| s.first.as_ref())
+        } else {
+            self.sections.iter().rev().find_map(|s| s.last.as_ref())
+        }
+    }
+
+    /// The user frames of section `i`, innermost first.
+    pub fn user_stack(&self, i: usize) -> Vec<&Frame> {
+        let Some(s) = self.sections.get(i) else {
+            return Vec::new();
+        };
+        let mut stack: Vec<&Frame> = s.user.iter().collect();
+        if !self.innermost_first {
+            stack.reverse();
+        }
+        stack
+    }
+
+    /// Python: the root cause's user frames, innermost first. The first traceback of a
+    /// chain is the root cause's, from the frame that caught it down; the frames above
+    /// that one are in the next traceback, before the same function of the same file.
+    pub fn python_root_stack(&self) -> Vec<&Frame> {
+        let mut stack: Vec<&Frame> = self.sections[0].user.iter().collect();
+        for s in &self.sections[1..] {
+            let Some(anchor) = stack.first() else {
+                break;
+            };
+            let Some(at) = s
+                .user
+                .iter()
+                .rposition(|f| f.loc.file == anchor.loc.file && f.function == anchor.function)
+            else {
+                break;
+            };
+            stack.splice(0..0, s.user[..at].iter());
+        }
+        stack.reverse();
+        stack
+    }
+
+    /// Java: the last `Caused by:`'s user frames, innermost first, with the frames its
+    /// `... N more` shares with the trace that encloses it (and so on outwards).
+    pub fn java_root_stack(&self) -> Vec<&Frame> {
+        let first = &self.sections[0];
+        // (position in the whole stack being rebuilt, frame); `len` counts all frames.
+        let mut stack: Vec<(usize, &Frame)> = first.user.iter().map(|f| (f.index, f)).collect();
+        let mut len = first.total + first.elided;
+        for s in &self.sections[1..] {
+            let shared = s.elided.min(len);
+            let from = len - shared;
+            let mut next: Vec<(usize, &Frame)> = s.user.iter().map(|f| (f.index, f)).collect();
+            next.extend(
+                stack
+                    .iter()
+                    .filter(|(i, _)| *i >= from)
+                    .map(|&(i, f)| (s.total + i - from, f)),
+            );
+            stack = next;
+            len = s.total + shared;
+        }
+        stack.into_iter().map(|(_, f)| f).collect()
+    }
+}
+
+/// The file extensions of the scripts Node (or tsx, ts-node) runs, for the throw site.
+const SCRIPT_EXTENSIONS: &[&str] = &[".js", ".mjs", ".cjs", ".jsx", ".ts", ".mts", ".cts", ".tsx"];
+
+/// Non-blank lines a complete throw site waits for its error line.
+const THROW_SITE_WAIT: u8 = 3;
+
+/// Node reports an uncaught error with its throw site first, before the error line:
+///
+/// ```text
+/// /app/server.js:2
+///   return user.profile.name.toUpperCase();
+///                       ^
+///
+/// TypeError: Cannot read properties of undefined (reading 'name')
+///     at userName (/app/server.js:2:23)
+/// ```
+///
+/// This watches every line of a stream for that shape, so the error's group can take
+/// the source line. Node writes the three lines at once; a line of other output between
+/// them loses the source line (never gives a wrong one).
+#[derive(Debug, Default)]
+pub(crate) struct ThrowSite {
+    state: SiteState,
+    /// When the last line that moved the state came.
+    since: Option<SystemTime>,
+}
+
+#[derive(Debug, Default)]
+enum SiteState {
+    #[default]
+    Idle,
+    /// `file:line` came.
+    Header(Location),
+    /// Then the source line.
+    Code(Location, String),
+    /// Then the caret: complete, waiting (a few lines) for its error line.
+    Ready(Location, String, u8),
+}
+
+impl ThrowSite {
+    /// Every line of the stream goes through here: the common one (nothing seen yet,
+    /// and the line does not start like a path and end in a digit) costs a few byte tests.
+    #[inline]
+    pub fn observe(&mut self, line: &str, now: SystemTime) {
+        if matches!(self.state, SiteState::Idle) && !may_be_throw_site(line.as_bytes()) {
+            return;
+        }
+        self.step(line, now);
+    }
+
+    fn step(&mut self, line: &str, now: SystemTime) {
+        let blank = line.trim().is_empty();
+        self.state = match std::mem::take(&mut self.state) {
+            SiteState::Header(loc) if !blank => SiteState::Code(loc, line.to_owned()),
+            SiteState::Code(loc, code) if caret_line(line) => SiteState::Ready(loc, code, 0),
+            SiteState::Ready(loc, code, n) if blank => SiteState::Ready(loc, code, n),
+            SiteState::Ready(loc, code, n) if n < THROW_SITE_WAIT => {
+                SiteState::Ready(loc, code, n + 1)
+            }
+            _ => throw_site_header(line).map_or(SiteState::Idle, SiteState::Header),
+        };
+        if self.armed() {
+            self.since = Some(now);
+        }
+    }
+
+    /// Whether lines are still to come for a throw site seen in part.
+    pub fn armed(&self) -> bool {
+        !matches!(self.state, SiteState::Idle)
+    }
+
+    /// Forgets a throw site whose lines stopped `idle` ago.
+    pub fn expire(&mut self, now: SystemTime, idle: std::time::Duration) {
+        if self
+            .since
+            .is_some_and(|t| now.duration_since(t).is_ok_and(|quiet| quiet >= idle))
+        {
+            self.state = SiteState::Idle;
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.state = SiteState::Idle;
+    }
+
+    /// The complete throw site, for the error line that follows it.
+    pub fn take(&mut self) -> Option<(Location, String)> {
+        match std::mem::take(&mut self.state) {
+            SiteState::Ready(loc, code, _) => Some((loc, code)),
+            _ => None,
+        }
+    }
+}
+
+/// Where a throw site printed just before the line at `line_start` of `text` starts:
+/// its `file:line` among the four lines before (the line itself may be the throw site's
+/// source line, `throw new Error(…)`, or its error line). [`ThrowSite`] checks the rest.
+pub(crate) fn throw_site_before(text: &[u8], line_start: usize) -> Option<usize> {
+    let mut end = line_start;
+    for _ in 0..4 {
+        if end == 0 {
+            break;
+        }
+        let start = memchr::memrchr(b'\n', &text[..end - 1]).map_or(0, |i| i + 1);
+        let line = std::str::from_utf8(&text[start..end - 1]).ok()?;
+        if throw_site_header(line.trim_end_matches('\r')).is_some() {
+            return Some(start);
+        }
+        end = start;
+    }
+    None
+}
+
+/// The cheap half of [`throw_site_header`]: an absolute path or a `file:` URL (all Node
+/// prints there) ending in a digit.
+#[inline]
+fn may_be_throw_site(b: &[u8]) -> bool {
+    b.last().is_some_and(u8::is_ascii_digit)
+        && match b {
+            [b'/', ..] | [b'f', b'i', b'l', b'e', b':', ..] => true,
+            [drive, b':', b'\\' | b'/', ..] => drive.is_ascii_alphabetic(),
+            _ => false,
+        }
+}
+
+/// `/app/server.js:2`, `file:///app/main.mjs:20`: a script's path and a line, nothing else.
+fn throw_site_header(line: &str) -> Option<Location> {
+    if !may_be_throw_site(line.as_bytes()) || line.bytes().any(|b| b.is_ascii_whitespace()) {
+        return None;
+    }
+    let (file, number) = line.rsplit_once(':')?;
+    if !SCRIPT_EXTENSIONS.iter().any(|e| file.ends_with(e)) {
+        return None;
+    }
+    Location::parse(file, number, None)
+}
+
+/// The line under a throw site's source line: `^` (or `^^^^` under a SyntaxError).
+fn caret_line(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty() && t.bytes().all(|b| b == b'^')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,5 +640,105 @@ mod tests {
         assert_eq!(location(&caps).unwrap().to_string(), "/src/Program.cs:12");
         let caps = f.go.captures("\t/tmp/x/main.go:8 +0x1d").unwrap();
         assert_eq!(location(&caps).unwrap().to_string(), "/tmp/x/main.go:8");
+    }
+
+    #[test]
+    fn frames_name_their_function() {
+        let f = Frames::new();
+        for (re, line, func, at) in [
+            (
+                &f.node,
+                "    at async file:///x/main.mjs:24:1 {",
+                None,
+                "/x/main.mjs:24:1",
+            ),
+            (
+                &f.node,
+                "    at async boot (file:///x/main.mjs:18:5)",
+                Some("boot"),
+                "/x/main.mjs:18:5",
+            ),
+            (
+                &f.node,
+                "    at new Repo (/x/a.js:3:25)",
+                Some("new Repo"),
+                "/x/a.js:3:25",
+            ),
+            (
+                &f.node,
+                "    at handler (/x/a.js:4:18) {",
+                Some("handler"),
+                "/x/a.js:4:18",
+            ),
+            (
+                &f.ruby,
+                "\tfrom /x/app.rb:7:in `block in <main>'",
+                Some("block in <main>"),
+                "/x/app.rb:7",
+            ),
+            (
+                &f.ruby,
+                "\tfrom /x/app.rb:9:in 'Api#call'",
+                Some("Api#call"),
+                "/x/app.rb:9",
+            ),
+            (
+                &f.python,
+                r#"  File "/x/a.py", line 3, in get_stats"#,
+                Some("get_stats"),
+                "/x/a.py:3",
+            ),
+        ] {
+            let caps = re.captures(line).unwrap_or_else(|| panic!("{line}"));
+            assert_eq!(caps.name("func").map(|m| m.as_str()), func, "{line}");
+            assert_eq!(location(&caps).unwrap().to_string(), at, "{line}");
+        }
+    }
+
+    #[test]
+    fn function_names_lose_how_they_were_called() {
+        for (raw, name) in [
+            ("new Repo", Some("Repo")),
+            ("async boot", Some("boot")),
+            ("Object.<anonymous>", Some("Object.<anonymous>")),
+            (
+                "boom::parse_port::h0123456789abcdef",
+                Some("boom::parse_port"),
+            ),
+            ("boom::handler", Some("boom::handler")),
+            ("  ", None),
+        ] {
+            assert_eq!(function_name(raw).as_deref(), name, "{raw}");
+        }
+        assert_eq!(
+            function_name(&"f".repeat(300)).unwrap().len(),
+            MAX_CODE_BYTES
+        );
+        assert!(marker_line("           ~~~~~^^^^^^^^^"));
+        assert!(!marker_line("    x = a ^ b"));
+        assert_eq!(code_line("    return x  ").as_deref(), Some("return x"));
+    }
+
+    #[test]
+    fn a_throw_site_header_is_a_script_path_and_a_line_only() {
+        let at = |s: &str| throw_site_header(s).map(|l| l.to_string());
+        assert_eq!(at("/app/server.js:2").as_deref(), Some("/app/server.js:2"));
+        assert_eq!(
+            at("file:///app/main.mjs:20").as_deref(),
+            Some("/app/main.mjs:20")
+        );
+        assert_eq!(
+            at("C:\\app\\main.ts:7").as_deref(),
+            Some("C:\\app\\main.ts:7")
+        );
+        for no in [
+            "localhost:3000",
+            "node:internal/modules/cjs/loader:1210",
+            "see a.js:2",
+            "/app/a.js:2:5",
+            "src/a.js:2",
+        ] {
+            assert_eq!(at(no), None, "{no}");
+        }
     }
 }

@@ -17,8 +17,8 @@ use std::time::SystemTime;
 
 use regex::Captures;
 
-use crate::frames::{self, Frames};
-use crate::model::{Location, Stream};
+use crate::frames::{self, Frame, Frames, Trace};
+use crate::model::{Location, MAX_FRAMES, Stream};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
@@ -70,6 +70,10 @@ pub(crate) enum Step {
     End,
 }
 
+/// Lines of other output a finished Python traceback waits through for the separator of
+/// a chain ("During handling of the above exception…") before it is complete.
+const CHAIN_GRACE: usize = 3;
+
 /// The summary lines cargo prints after the diagnostics themselves; they repeat what
 /// the diagnostics said.
 const RUST_SUMMARIES: &[&str] = &[
@@ -78,6 +82,18 @@ const RUST_SUMMARIES: &[&str] = &[
     "process didn't exit successfully",
     "build failed",
 ];
+
+/// What a completed group says beyond its message: where the error is, in which
+/// function, on which source line, its root cause and the reduced stack (the
+/// [`Alert`](crate::Alert) fields of the same names).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct Context {
+    pub location: Option<Location>,
+    pub function: Option<String>,
+    pub code: Option<String>,
+    pub cause: Option<String>,
+    pub frames: Vec<String>,
+}
 
 #[derive(Debug)]
 pub(crate) struct Group {
@@ -95,19 +111,29 @@ pub(crate) struct Group {
     pub message: Option<String>,
     /// Java: the deepest `Caused by:`.
     cause: Option<String>,
+    /// .NET: the innermost ` ---> ` (inner exception).
+    inner: Option<String>,
     /// The location the starting line or a tool's location line gave.
     pub header_loc: Option<Location>,
-    /// The frame that points at the user's code (per kind: innermost or outermost).
-    user_loc: Option<Location>,
-    /// Fallback: a frame of any kind.
-    any_loc: Option<Location>,
-    /// Java: the first user frame of the current `Caused by:` section.
-    cause_loc: Option<Location>,
-    /// Python: the `File "x", line N` (no `in`) of a SyntaxError inside a traceback.
-    syntax_loc: Option<Location>,
+    /// Ruby: the starting line's frame (the innermost).
+    header_frame: Option<Frame>,
+    /// The stack frames seen, per exception of a chain.
+    trace: Trace,
+    /// Go, Rust: the function line that the next file line belongs to.
+    function: Option<String>,
+    /// Python: a `File` line came; the source line may follow.
+    expect_code: bool,
+    /// Java: inside a `Suppressed:` block, whose `... N more` is not its section's.
+    suppressed: bool,
+    /// Ruby: the line that may be the raising line's source, until its marker line.
+    snippet: Option<String>,
+    /// Node: the uncaught error's throw site, `file:line` and its source line.
+    throw_site: Option<(Location, String)>,
     pub confirmed: bool,
     /// Python: the exception line came; only a chained traceback may follow.
     complete: bool,
+    /// Python: lines of other output since the exception line.
+    after_exception: usize,
     /// Python: "During handling of the above exception" came; a new header follows.
     chained: bool,
     /// The next line is the message (a Rust panic in the 1.73+ format, webpack).
@@ -176,20 +202,36 @@ impl Group {
             strays: 0,
             message: text("msg").filter(|m| !m.is_empty()),
             cause: None,
+            inner: None,
             header_loc: frames::location(caps),
-            user_loc: None,
-            any_loc: None,
-            cause_loc: None,
-            syntax_loc: None,
+            header_frame: None,
+            trace: Trace::new(kind != Kind::PyTraceback),
+            function: None,
+            expect_code: false,
+            suppressed: false,
+            snippet: None,
+            throw_site: None,
             confirmed: true,
             complete: false,
+            after_exception: 0,
             chained: false,
             expect_message: false,
             expect_location: false,
             in_backtrace: false,
         };
+        if let Some(message) = &g.message {
+            g.trace.exception(message);
+        }
         match kind {
-            Kind::PySyntax | Kind::JavaBare | Kind::JsError => g.confirmed = false,
+            Kind::PySyntax => {
+                g.confirmed = false;
+                if let Some(loc) = g.header_loc.clone() {
+                    let user = frames::python_user(&loc.file);
+                    g.trace.push(Frame::new(loc, None, user));
+                    g.expect_code = true;
+                }
+            }
+            Kind::JavaBare | Kind::JsError => g.confirmed = false,
             Kind::RustDiag => {
                 let msg = g.message.as_deref().unwrap_or_default();
                 if RUST_SUMMARIES.iter().any(|s| msg.starts_with(s))
@@ -218,10 +260,17 @@ impl Group {
                 if let (Some(class), Some(msg)) = (text("class"), text("text")) {
                     g.message = Some(format!("{class}: {msg}"));
                 }
-                if let Some(loc) = &g.header_loc
-                    && frames::ruby_user(&loc.file)
-                {
-                    g.user_loc = Some(loc.clone());
+                if let Some(loc) = g.header_loc.clone() {
+                    // `app.rb:3:in 'load': …`: the innermost frame.
+                    let all = caps.get(0).map_or("", |m| m.as_str());
+                    let function = all
+                        .split_once(":in ")
+                        .and_then(|(_, rest)| rest.get(1..))
+                        .and_then(|rest| rest.split_once('\''))
+                        .map(|(name, _)| name);
+                    let user = frames::ruby_user(&loc.file);
+                    g.header_frame = Some(Frame::new(loc, function, user));
+                    g.expect_code = true;
                 }
             }
             Kind::Webpack => g.expect_message = true,
@@ -270,6 +319,10 @@ impl Group {
                 if blank {
                     Step::End
                 } else if indented(line) {
+                    if self.expect_code && !frames::marker_line(line) {
+                        self.trace.code(line);
+                        self.expect_code = false;
+                    }
                     Step::Take
                 } else if ["SyntaxError", "IndentationError", "TabError"]
                     .iter()
@@ -318,15 +371,27 @@ impl Group {
                     Step::TakeEnd
                 } else if let Some(caps) = f.go.captures(line) {
                     if let Some(loc) = frames::location(&caps) {
-                        self.frame(loc, frames::go_user(&caps["file"]));
+                        let function = self.function.take();
+                        let user = frames::go_user(&caps["file"]);
+                        self.trace.push(Frame::new(loc, function.as_deref(), user));
                     }
                     Step::Take
-                } else if indented(line)
-                    || line.starts_with("goroutine ")
-                    || line.starts_with("created by ")
-                    || line.starts_with('[')
-                    || go_function_line(line)
-                {
+                } else if line.starts_with("goroutine ") {
+                    // Another goroutine's trace (GOTRACEBACK=all): the panicking one
+                    // comes first.
+                    self.trace.split();
+                    Step::Take
+                } else if let Some(by) = line.strip_prefix("created by ") {
+                    // `created by main.main in goroutine 1`: where it was started.
+                    let by = by.split_once(" in goroutine ").map_or(by, |(f, _)| f);
+                    self.function = Some(by.to_owned());
+                    Step::Take
+                } else if go_function_line(line) {
+                    // `main.(*T).handler(0xc000010000, {0x4a5b20?})`: the next line's.
+                    let name = line.rfind('(').map_or(line, |open| &line[..open]);
+                    self.function = Some(name.to_owned());
+                    Step::Take
+                } else if indented(line) || line.starts_with('[') {
                     Step::Take
                 } else {
                     Step::Stray
@@ -398,10 +463,8 @@ impl Group {
                     self.expect_location = false;
                     return Step::Take;
                 }
-                if let Some(caps) = f.node.captures(line)
-                    && let Some(loc) = frames::location(&caps)
-                {
-                    self.frame(loc, frames::node_user(&caps["file"]));
+                if let Some(caps) = f.node.captures(line) {
+                    self.node_frame(&caps);
                 }
                 if indented(line) {
                     Step::Take
@@ -429,8 +492,18 @@ impl Group {
                     Step::End
                 } else if let Some(caps) = f.dotnet.captures(line) {
                     if let Some(loc) = frames::location(&caps) {
-                        self.frame(loc, frames::dotnet_user(&caps["method"]));
+                        // `Api.Program.Main(String[] args)`: the method without its
+                        // parameters.
+                        let method = &caps["method"];
+                        let name = method.split_once('(').map_or(method, |(m, _)| m);
+                        let user = frames::dotnet_user(method);
+                        self.trace.push(Frame::new(loc, Some(name), user));
                     }
+                    Step::Take
+                } else if let Some(inner) = line.trim_start().strip_prefix("---> ") {
+                    // ` ---> System.FormatException: …`: an inner exception, printed
+                    // innermost last; its frames come first.
+                    self.inner = Some(inner.trim().to_owned());
                     Step::Take
                 } else if indented(line) {
                     Step::Take
@@ -440,13 +513,29 @@ impl Group {
             }
             Kind::Ruby => {
                 if let Some(caps) = f.ruby.captures(line) {
+                    self.expect_code = false;
                     if let Some(loc) = frames::location(&caps) {
-                        self.frame(loc, frames::ruby_user(&caps["file"]));
+                        let function = caps.name("func").map(|m| m.as_str());
+                        let user = frames::ruby_user(&caps["file"]);
+                        self.trace.push(Frame::new(loc, function, user));
                     }
                     Step::Take
                 } else if blank {
                     Step::Skip
                 } else if indented(line) || line.starts_with("Did you mean?") {
+                    // Ruby 3.1+ (error_highlight): the raising line's source and `^^^^`
+                    // under it, before the `from` lines. Only an indented line followed
+                    // by its marker line is taken for it.
+                    if self.expect_code && indented(line) {
+                        if !frames::marker_line(line) {
+                            self.snippet.get_or_insert_with(|| line.to_owned());
+                        } else if let (Some(h), Some(code)) =
+                            (&mut self.header_frame, self.snippet.take())
+                        {
+                            h.code = frames::code_line(&code);
+                            self.expect_code = false;
+                        }
+                    }
                     Step::Take
                 } else {
                     Step::Stray
@@ -456,14 +545,12 @@ impl Group {
         }
     }
 
-    /// Records a frame: the first user frame wins (kinds whose traces print the
-    /// innermost frame first; Python overrides this), the first frame is the fallback.
-    fn frame(&mut self, loc: Location, user: bool) {
-        if user && self.user_loc.is_none() {
-            self.user_loc = Some(loc.clone());
-        }
-        if self.any_loc.is_none() {
-            self.any_loc = Some(loc);
+    /// Records a Node frame (`at f (file:1:2)`, `at file:1:2`).
+    fn node_frame(&mut self, caps: &Captures<'_>) {
+        if let Some(loc) = frames::location(caps) {
+            let function = caps.name("func").map(|m| m.as_str());
+            let user = frames::node_user(&caps["file"]);
+            self.trace.push(Frame::new(loc, function, user));
         }
     }
 
@@ -478,6 +565,11 @@ impl Group {
                 self.complete = false;
                 self.chained = true;
                 Step::Take
+            } else if self.after_exception < CHAIN_GRACE {
+                // Python writes a chain's parts one by one: another thread's line may
+                // come before the separator. Scanned as lines of their own meanwhile.
+                self.after_exception += 1;
+                Step::Stray
             } else {
                 Step::End
             };
@@ -485,6 +577,7 @@ impl Group {
         if line.starts_with("Traceback (most recent call last)") {
             return if self.chained {
                 self.chained = false;
+                self.trace.section(None);
                 Step::Take
             } else {
                 Step::End
@@ -492,23 +585,27 @@ impl Group {
         }
         if let Some(caps) = f.python.captures(line) {
             if let Some(loc) = frames::location(&caps) {
-                if caps.name("func").is_none() {
-                    self.syntax_loc = Some(loc.clone());
-                }
-                // Python prints the outermost frame first: the last user frame is the
-                // one nearest the error.
-                if frames::python_user(&caps["file"]) {
-                    self.user_loc = Some(loc.clone());
-                }
-                self.any_loc = Some(loc);
+                let function = caps.name("func").map(|m| m.as_str());
+                let user = frames::python_user(&caps["file"]);
+                self.trace.push(Frame::new(loc, function, user));
+                self.expect_code = true;
             }
             return Step::Take;
         }
         if indented(line) {
+            // The source line under a `File` line; Python 3.11+ may add a line of
+            // `~~~^^^` markers under it.
+            if self.expect_code && !frames::marker_line(line) {
+                self.trace.code(line);
+                self.expect_code = false;
+            }
             return Step::Take;
         }
         if python_exception_line(line) {
+            self.expect_code = false;
+            self.after_exception = 0;
             self.message = Some(line.to_owned());
+            self.trace.exception(line);
             self.complete = true;
             return Step::Take;
         }
@@ -537,11 +634,27 @@ impl Group {
             && let Some(caps) = f.rust.captures(line)
         {
             if let Some(loc) = frames::location(&caps) {
-                self.frame(loc, frames::rust_user(&caps["file"]));
+                let function = self.function.take();
+                let user = frames::rust_user(&caps["file"]);
+                self.trace.push(Frame::new(loc, function.as_deref(), user));
             }
             return Step::Take;
         }
         if indented(line) {
+            if self.in_backtrace {
+                // `   4: boom::parse_port` (`   4:     0x55d… - boom::parse_port::h…`
+                // with RUST_BACKTRACE=full; an inlined function has no number).
+                let t = line.trim();
+                let t = t
+                    .split_once(": ")
+                    .filter(|(n, _)| n.bytes().all(|b| b.is_ascii_digit()))
+                    .map_or(t, |(_, name)| name.trim_start());
+                let t = t
+                    .strip_prefix("0x")
+                    .and_then(|addr| addr.split_once(" - "))
+                    .map_or(t, |(_, name)| name);
+                self.function = Some(t.to_owned());
+            }
             Step::Take
         } else {
             Step::Stray
@@ -558,15 +671,14 @@ impl Group {
         }
         if let Some(caps) = f.java.captures(line) {
             self.confirmed = true;
-            if let Some(loc) = frames::location(&caps) {
-                let user = frames::java_user(&caps["method"]);
-                if self.cause.is_some() {
-                    if user && self.cause_loc.is_none() {
-                        self.cause_loc = Some(loc.clone());
-                    }
-                } else {
-                    self.frame(loc, user);
-                }
+            // A `Suppressed:` exception's frames are not its section's: they would shift
+            // what `... N more` counts from the end.
+            if !self.suppressed
+                && let Some(loc) = frames::location(&caps)
+            {
+                let method = &caps["method"];
+                let user = frames::java_user(method);
+                self.trace.push(Frame::new(loc, Some(method), user));
             }
             return Step::Take;
         }
@@ -574,9 +686,24 @@ impl Group {
             return Step::Stray;
         }
         if let Some(cause) = line.strip_prefix("Caused by: ") {
-            self.cause = Some(cause.trim().to_owned());
-            self.cause_loc = None;
+            let cause = cause.trim().to_owned();
+            self.trace.section(Some(cause.clone()));
+            self.cause = Some(cause);
+            self.suppressed = false;
             return Step::Take;
+        }
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("Suppressed: ") {
+            self.suppressed = true;
+        } else if !self.suppressed
+            && let Some(n) = trimmed.strip_prefix("... ").and_then(|rest| {
+                // `... 2 more` (the JVM), `... 12 common frames omitted` (logback).
+                let (n, what) = rest.split_once(' ')?;
+                (what == "more" || what == "common frames omitted").then_some(n)
+            })
+            && let Ok(n) = n.parse()
+        {
+            self.trace.elided(n);
         }
         if indented(line) {
             Step::Take
@@ -596,11 +723,23 @@ impl Group {
         let trimmed = line.trim_start();
         if trimmed.starts_with("at ") {
             self.confirmed = true;
-            if let Some(caps) = f.node.captures(line)
-                && let Some(loc) = frames::location(&caps)
-            {
-                self.frame(loc, frames::node_user(&caps["file"]));
+            if let Some(caps) = f.node.captures(line) {
+                self.node_frame(&caps);
             }
+            return Step::Take;
+        }
+        // `Error.cause` (Node 16.9+): `  [cause]: TypeError: x`, indented one level
+        // more for each cause of a cause; `Caused by: X` as libraries print it.
+        if self.confirmed
+            && let Some(cause) = trimmed
+                .strip_prefix("[cause]: ")
+                .or_else(|| line.strip_prefix("Caused by: "))
+        {
+            let cause = cause.trim().trim_end_matches(" {").trim_end();
+            // A cause that is no error (`[cause]: { code: 1 }`) has no exception line.
+            let exception =
+                (!cause.is_empty() && !cause.starts_with(['{', '['])).then(|| cause.to_owned());
+            self.trace.section(exception);
             return Step::Take;
         }
         if line.starts_with("Node.js v") {
@@ -616,45 +755,131 @@ impl Group {
         Step::Stray
     }
 
-    /// The decisive location, per kind (see the crate docs, "Locations").
-    pub fn location(&self) -> Option<Location> {
-        match self.kind {
+    /// Where the error is and what else an agent needs to fix it, per kind (see the
+    /// crate docs, "Messages and locations").
+    pub fn conclude(&mut self) -> Context {
+        self.trace.seal();
+        let t = &self.trace;
+        let last = t.sections().len() - 1;
+        let bare = |loc: &Option<Location>| loc.clone().map(|l| Frame::new(l, None, false));
+        let frame: Option<Frame> = match self.kind {
             Kind::PyTraceback => {
                 let syntax = self.message.as_deref().is_some_and(|m| {
                     ["SyntaxError", "IndentationError", "TabError"]
                         .iter()
                         .any(|c| m.starts_with(c))
                 });
-                if syntax && self.syntax_loc.is_some() {
-                    return self.syntax_loc.clone();
+                // A chain's first traceback is the root cause's.
+                match t.nameless() {
+                    Some(f) if syntax => Some(f),
+                    _ => t
+                        .innermost_user(0)
+                        .or_else(|| t.printed_user())
+                        .or_else(|| t.printed_any()),
                 }
-                self.user_loc.clone().or_else(|| self.any_loc.clone())
+                .cloned()
             }
+            Kind::PySyntax => t.nameless().cloned().or_else(|| bare(&self.header_loc)),
             Kind::RustPanic => match &self.header_loc {
-                Some(h) if frames::rust_user(&h.file) => Some(h.clone()),
-                h => self.user_loc.clone().or_else(|| h.clone()),
+                // The panic's own location is the line; the backtrace names its function.
+                Some(h) if frames::rust_user(&h.file) => {
+                    let mut at = Frame::new(h.clone(), None, true);
+                    if let Some(f) = t.user_stack(0).into_iter().find(|f| f.is_at(h)) {
+                        at.function.clone_from(&f.function);
+                    }
+                    Some(at)
+                }
+                h => t.innermost_user(0).cloned().or_else(|| bare(h)),
             },
-            Kind::Java | Kind::JavaBare => self
-                .cause_loc
-                .clone()
-                .or_else(|| self.user_loc.clone())
-                .or_else(|| self.any_loc.clone()),
-            Kind::Ruby => self.user_loc.clone().or_else(|| self.header_loc.clone()),
-            Kind::RustDiag
-            | Kind::PySyntax
-            | Kind::GoTest
-            | Kind::Vite
-            | Kind::Webpack
-            | Kind::Esbuild => self.header_loc.clone(),
-            Kind::Next => self
-                .header_loc
-                .clone()
-                .or_else(|| self.user_loc.clone())
-                .or_else(|| self.any_loc.clone()),
-            Kind::GoPanic | Kind::Dotnet | Kind::JsError => {
-                self.user_loc.clone().or_else(|| self.any_loc.clone())
+            // The last `Caused by:` is the root cause.
+            Kind::Java | Kind::JavaBare => t
+                .innermost_user(last)
+                .or_else(|| t.innermost_user(0))
+                .or_else(|| t.innermost_any(0))
+                .cloned(),
+            Kind::Ruby => match &self.header_frame {
+                Some(h) if h.user => Some(h.clone()),
+                h => t.innermost_user(0).cloned().or_else(|| h.clone()),
+            },
+            Kind::RustDiag | Kind::GoTest | Kind::Vite | Kind::Webpack | Kind::Esbuild => {
+                bare(&self.header_loc)
             }
+            Kind::Next => bare(&self.header_loc)
+                .or_else(|| t.printed_user().or_else(|| t.printed_any()).cloned()),
+            // The innermost `[cause]:` is the root cause.
+            Kind::JsError => t
+                .innermost_user(last)
+                .or_else(|| t.printed_user())
+                .or_else(|| t.printed_any())
+                .cloned(),
+            Kind::GoPanic | Kind::Dotnet => t.printed_user().or_else(|| t.printed_any()).cloned(),
+        };
+
+        let mut stack = match self.kind {
+            Kind::PyTraceback => t.python_root_stack(),
+            Kind::Java | Kind::JavaBare => t.java_root_stack(),
+            Kind::JsError => t.user_stack(last),
+            Kind::Ruby => {
+                let mut stack = t.user_stack(0);
+                if let Some(h) = self.header_frame.as_ref().filter(|h| h.user) {
+                    stack.insert(0, h);
+                }
+                stack
+            }
+            _ => t.user_stack(0),
+        };
+        if stack.is_empty() {
+            // No user frame in the root cause's stack: the one the location came from.
+            stack = match self.kind {
+                Kind::PyTraceback => (0..=last)
+                    .rev()
+                    .map(|i| t.user_stack(i))
+                    .find(|s| !s.is_empty()),
+                Kind::JsError => (0..=last).map(|i| t.user_stack(i)).find(|s| !s.is_empty()),
+                Kind::Java | Kind::JavaBare => Some(t.user_stack(0)),
+                _ => None,
+            }
+            .unwrap_or_default();
         }
+        let frames = stack
+            .iter()
+            .take(MAX_FRAMES)
+            .map(|f| f.describe())
+            .collect();
+
+        let cause = match self.kind {
+            Kind::PyTraceback if last > 0 => t.sections()[0].exception.clone(),
+            Kind::Java | Kind::JavaBare => self.cause.clone(),
+            Kind::JsError if last > 0 => t.sections()[last].exception.clone(),
+            Kind::Dotnet => self.inner.clone(),
+            _ => None,
+        }
+        .filter(|c| Some(c) != self.message.as_ref());
+
+        let Some(frame) = frame else {
+            return Context {
+                cause,
+                frames,
+                ..Context::default()
+            };
+        };
+        // Node printed the throwing line above the error when it is this frame's.
+        let code = frame.code.clone().or_else(|| {
+            let (at, code) = self.throw_site.as_ref()?;
+            frame.is_at(at).then(|| frames::code_line(code))?
+        });
+        Context {
+            location: Some(frame.loc),
+            function: frame.function,
+            code,
+            cause,
+            frames,
+        }
+    }
+
+    /// Node: the throw site printed before the error line (see [`frames::ThrowSite`]).
+    pub fn set_throw_site(&mut self, site: Option<(Location, String)>) {
+        self.throw_site = site;
     }
 
     /// The decisive line. Java: the exception thrown out of the thread, and the root

@@ -21,8 +21,9 @@
 //!    of minified JavaScript must not cost a millisecond.
 //! 4. **Groups** (`group.rs`): a rule may start a group (a traceback, a stack, a
 //!    compiler diagnostic) that collects the following lines of the same stream until
-//!    its natural end (Python: the exception line; Node: the last `at` frame; Rust: the
-//!    diagnostic's blank line or the backtrace's closing note), until
+//!    its natural end (Python: the exception line, or the last one of a chain, whose
+//!    separator may come after a few lines of other output; Node: the last `at` frame;
+//!    Rust: the diagnostic's blank line or the backtrace's closing note), until
 //!    [`Scanner::tick`] finds it idle for [`Limits::group_idle`], or until
 //!    [`Scanner::finish`]. Unrelated lines printed in between (another thread's access
 //!    log) are neither stored in the group nor allowed to end it, within a grace of a
@@ -37,18 +38,32 @@
 //! # Messages and locations
 //!
 //! An alert's message is the line that says what went wrong, and its location the
-//! place an agent should open, which is not always the first or last line printed:
+//! place an agent should open, which is not always the first or last line printed.
+//! With the location come the function of that frame and its source line when the
+//! runtime printed them ([`Alert::function`], [`Alert::code`]); for a chained exception
+//! the root cause ([`Alert::cause`]). For a chain the message stays the exception that
+//! ended the program (so an alert's id, of source, rule, message and location, is the
+//! same as before alerts had a context) while location, function, code and frames are
+//! the root cause's: where the bug is.
 //!
-//! | ecosystem | message | location |
-//! |---|---|---|
-//! | Python | the exception line (`ValueError: …`), the last one of a chain | the innermost frame in user code: Python prints the outermost first, so the *last* user `File` line; for a SyntaxError the `File "x", line N` it points at |
-//! | Rust panic | the panic message (the line after the header in 1.73+) | the panic's own location when it is user code, else the first user frame of the backtrace |
-//! | Rust diagnostic | the text after `error[E…]:` | the ` --> ` line |
-//! | Node | the `TypeError: …` line | the first `at` frame in user code (innermost first) |
-//! | Java | the top exception, with `(caused by <root cause>)` | the first user frame of the root cause, which is where the bug is; else of the top trace |
-//! | Go panic | the text after `panic:` | the first frame in user code of the panicking goroutine |
-//! | Ruby, .NET | the exception class and message | the first user frame |
-//! | TypeScript, Go build, gcc, bundlers | the tool's message | the tool's `file:line:col` |
+//! | ecosystem | message | location, and its function and code | cause |
+//! |---|---|---|---|
+//! | Python | the exception line (`ValueError: …`), the last one of a chain | the innermost frame in user code of the root cause: Python prints the outermost first, so the *last* user `File` line of the chain's *first* traceback (of the only one when not chained); for a SyntaxError the `File "x", line N` it points at. Function: `, in NAME`; code: the indented line under the `File` line (3.11's `~~~^^^` markers skipped) | the first exception of a chain (`raise … from e`, "During handling of the above exception") |
+//! | Rust panic | the panic message (the line after the header in 1.73+) | the panic's own location when it is user code, else the first user frame of the backtrace. Function: the backtrace's `N: crate::module::func` of that frame (hash removed); no code | — |
+//! | Rust diagnostic | the text after `error[E…]:` | the ` --> ` line | — |
+//! | Node | the `TypeError: …` line (the outer error of a chain) | the first `at` frame in user code (innermost first) of the innermost `[cause]:`, else of the error itself. Function: `at NAME (…)` (without `new `/`async `; none for `at file:1:2`); code: the source line Node prints above a `^` for an uncaught error, when its `file:line` is that frame's | the innermost `[cause]:` (`Error.cause`, Node ≥ 16.9) or `Caused by:` |
+//! | Java | the top exception, with `(caused by <root cause>)` | the first user frame of the root cause (the last `Caused by:`), else of the top trace. Function: `pkg.Class.method`; no code | the last `Caused by:` |
+//! | Go panic | the text after `panic:` | the first frame in user code of the panicking goroutine. Function: the line above it without arguments (`main.handler`); no code | — |
+//! | Ruby | the exception class and message | the raising line when it is user code, else the first user `from` frame. Function: `in 'NAME'`; code: the raising line's source Ruby 3.1+ prints under the message with `^^^^` under it (error_highlight), when indented | — |
+//! | .NET | the exception class and message | the first user frame (an inner exception's frames are printed first). Function: `Ns.Class.Method` without parameters | the innermost ` ---> ` |
+//! | TypeScript, Go build, gcc, bundlers | the tool's message | the tool's `file:line:col`; no function | — |
+//!
+//! [`Alert::frames`] is the reduced stack of the same exception: its user frames,
+//! innermost first, at most 10. A chain's root cause printed only part of its stack,
+//! which is rebuilt: Java's `... N more` stands for the last N frames of the trace that
+//! encloses it; Python's first traceback starts at the frame that caught the exception,
+//! and the frames above that one are those of the next traceback before the same
+//! function of the same file. Node prints a cause's stack whole.
 //!
 //! Library frames are skipped by where they live: `node_modules`, `node:internal`,
 //! `site-packages`/`dist-packages`, the Python stdlib (`lib/python3.x`, `<frozen …>`),

@@ -109,6 +109,27 @@ pub struct Alert {
     /// Where to look: the first frame in the user's code, or the tool's location line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub location: Option<Location>,
+    /// The function of the frame at `location`, as the runtime printed it (`get_stats`,
+    /// `UserStore.find`, `com.acme.Api.load`, `main.handler`, `boom::parse_port`).
+    /// Not part of the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// The source line of that frame when the output printed it (Python prints it under
+    /// the `File` line; Node prints the throwing line above a `^` for an uncaught error),
+    /// trimmed, at most 200 bytes. Not part of the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+    /// For a chained exception, the root cause's exception line when it differs from
+    /// `message` (Python: the first exception of the chain; Java: the last `Caused by:`;
+    /// Node: the innermost `[cause]:`; .NET: the innermost ` ---> `). Not part of the id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// The reduced stack of the root cause: its frames in user code only (library frames
+    /// skipped as for `location`), innermost first, each `file:line[:col] in function`
+    /// (or `file:line[:col]` when the runtime printed no name), at most 10. Not part
+    /// of the id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub frames: Vec<String>,
     /// The lines that make up the alert (a traceback's frames, a diagnostic's code
     /// frame), cleaned and capped; unrelated lines printed in between are not included.
     pub lines: Vec<String>,
@@ -121,6 +142,12 @@ pub struct Alert {
     #[serde(with = "rfc3339")]
     pub last_seen: SystemTime,
 }
+
+/// At most this many entries in [`Alert::frames`].
+pub(crate) const MAX_FRAMES: usize = 10;
+
+/// At most this many bytes in [`Alert::code`] (and in a function name).
+pub(crate) const MAX_CODE_BYTES: usize = 200;
 
 /// The stable id of an alert: [`stable_id`] of its source, rule, message and location.
 pub fn alert_id(source: &str, rule: &str, message: &str, location: Option<&Location>) -> String {
@@ -236,6 +263,10 @@ mod tests {
             severity: Severity::Error,
             message: "TypeError: x".into(),
             location: Some(Location::new("/app/a.js", 3, Some(16))),
+            function: Some("render".into()),
+            code: Some("return user.name;".into()),
+            cause: Some("TypeError: y".into()),
+            frames: vec!["/app/a.js:3:16 in render".into(), "/app/b.js:9:2".into()],
             lines: vec!["TypeError: x".into()],
             stream: Stream::Stderr,
             count: 2,
@@ -251,5 +282,20 @@ mod tests {
         assert!(json.contains(r#""stream":"stderr""#), "{json}");
         let back: Alert = serde_json::from_str(&json).unwrap();
         assert_eq!(back, alert);
+
+        // The context is left out when there is none, and JSON from before it parses.
+        let bare = Alert {
+            function: None,
+            code: None,
+            cause: None,
+            frames: Vec::new(),
+            ..alert
+        };
+        let json = serde_json::to_string(&bare).unwrap();
+        for key in ["function", "code", "cause", "frames"] {
+            assert!(!json.contains(&format!("\"{key}\"")), "{json}");
+        }
+        let back: Alert = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, bare);
     }
 }

@@ -7,7 +7,7 @@ use aho_corasick::AhoCorasick;
 use corral_config::AlertSettings;
 use regex::{Regex, RegexSet};
 
-use crate::frames::Frames;
+use crate::frames::{self, Frames};
 use crate::group::Kind;
 use crate::model::Severity;
 
@@ -568,11 +568,18 @@ impl AlertRules {
     /// of `text` can start an alert, so a caller with no group open may skip them all
     /// (lines are matched after ANSI escapes are removed: a literal split by an escape
     /// sequence is not found here, the one thing a chunk-wide search misses).
+    ///
+    /// When Node's throw site (`/app/x.js:12`, its source line, a `^`) comes just before
+    /// that line, the offset is the throw site's: the error's alert takes its source
+    /// line from it. Its lines have no literal of their own, which would be too common
+    /// in ordinary output (BENCHMARKS.md).
     pub fn next_candidate(&self, text: &[u8]) -> Option<usize> {
         if self.user_set.is_some() {
             return Some(0);
         }
-        self.prefilter.find(text).map(|m| m.start())
+        let at = self.prefilter.find(text)?.start();
+        let line = memchr::memrchr(b'\n', &text[..at]).map_or(0, |i| i + 1);
+        Some(frames::throw_site_before(text, line).unwrap_or(at))
     }
 
     /// The prefilter's literals, for the benchmark's comparison of prefilters.

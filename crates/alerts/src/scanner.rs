@@ -6,8 +6,9 @@ use std::time::SystemTime;
 use regex::Captures;
 
 use crate::clean::clean;
-use crate::group::{Group, Kind, Step};
-use crate::model::{Alert, Location, Severity, Stream, alert_id};
+use crate::frames::ThrowSite;
+use crate::group::{Context, Group, Kind, Step};
+use crate::model::{Alert, Severity, Stream, alert_id};
 use crate::rules::{Action, AlertRules};
 use crate::{cap, frames};
 
@@ -23,6 +24,8 @@ pub struct Scanner {
     source: String,
     /// The open group of each stream, indexed by [`Stream`].
     groups: [Option<Group>; 2],
+    /// Each stream's watch for Node's throw site, printed before its error line.
+    sites: [ThrowSite; 2],
 }
 
 fn slot(stream: Stream) -> usize {
@@ -40,6 +43,7 @@ impl Scanner {
             rules,
             source: source.into(),
             groups: [None, None],
+            sites: Default::default(),
         }
     }
 
@@ -47,9 +51,10 @@ impl Scanner {
         &self.source
     }
 
-    /// Whether a group is open: the caller should [`tick`](Self::tick) until it is not.
+    /// Whether a group is open (or the lines before one may be coming: Node's throw
+    /// site): the caller should feed every line and [`tick`](Self::tick) until it is not.
     pub fn pending(&self) -> bool {
-        self.groups.iter().any(Option::is_some)
+        self.groups.iter().any(Option::is_some) || self.sites.iter().any(ThrowSite::armed)
     }
 
     /// Scans one line (with or without its line ending) printed at `now`, appending any
@@ -61,6 +66,7 @@ impl Scanner {
         let text = clean(line);
         let scan = cap(&text, limits.max_scan_bytes);
         let slot = slot(stream);
+        self.sites[slot].observe(&scan, now);
         if let Some(group) = &mut self.groups[slot] {
             let step = group.offer(&scan, &rules.frames);
             match step {
@@ -88,12 +94,15 @@ impl Scanner {
         match rule.action {
             Action::Line => {
                 let message = line_message(&caps, &scan);
-                let location = frames::location(&caps);
+                let context = Context {
+                    location: frames::location(&caps),
+                    ..Context::default()
+                };
                 let lines = vec![cap(&text, limits.max_line_bytes).into_owned()];
                 let alert = self.alert(
                     (&rule.id, &rule.category, rule.severity),
                     message,
-                    location,
+                    context,
                     lines,
                     stream,
                     (now, now),
@@ -103,6 +112,9 @@ impl Scanner {
             Action::Group(kind) => {
                 self.close(slot, out);
                 if let Some(mut group) = Group::start(kind, index, &caps, stream, now) {
+                    if kind == Kind::JsError {
+                        group.set_throw_site(self.sites[slot].take());
+                    }
                     group.push(&text, limits.max_group_lines, limits.max_line_bytes);
                     self.groups[slot] = Some(group);
                 }
@@ -123,6 +135,7 @@ impl Scanner {
             if expired {
                 self.close(slot, out);
             }
+            self.sites[slot].expire(now, idle);
         }
     }
 
@@ -130,11 +143,12 @@ impl Scanner {
     pub fn finish(&mut self, out: &mut Vec<Alert>) {
         for slot in 0..self.groups.len() {
             self.close(slot, out);
+            self.sites[slot].reset();
         }
     }
 
     fn close(&mut self, slot: usize, out: &mut Vec<Alert>) {
-        let Some(group) = self.groups[slot].take() else {
+        let Some(mut group) = self.groups[slot].take() else {
             return;
         };
         let rules = Arc::clone(&self.rules);
@@ -167,10 +181,10 @@ impl Scanner {
             return;
         }
         let category = crate::rules::category_of(id);
-        let location = if group.confirmed {
-            group.location()
+        let context = if group.confirmed {
+            group.conclude()
         } else {
-            None
+            Context::default()
         };
         let mut lines = group.lines;
         if group.omitted > 0 {
@@ -180,7 +194,7 @@ impl Scanner {
         let alert = self.alert(
             (id, category, rule.severity),
             message,
-            location,
+            context,
             lines,
             group.stream,
             (group.first_seen, group.last_seen),
@@ -192,13 +206,23 @@ impl Scanner {
         &self,
         (rule, category, severity): (&str, &str, Severity),
         message: String,
-        location: Option<Location>,
+        context: Context,
         lines: Vec<String>,
         stream: Stream,
         (first_seen, last_seen): (SystemTime, SystemTime),
     ) -> Alert {
-        let message = cap(&message, self.rules.limits.max_message_bytes).into_owned();
+        let limits = &self.rules.limits;
+        let message = cap(&message, limits.max_message_bytes).into_owned();
+        let Context {
+            location,
+            function,
+            code,
+            cause,
+            frames,
+        } = context;
         Alert {
+            // The rest of the context stays out of the id: an alert's id must not move
+            // when what it carries beside its message and location grows.
             id: alert_id(&self.source, rule, &message, location.as_ref()),
             source: self.source.clone(),
             rule: rule.to_owned(),
@@ -206,6 +230,13 @@ impl Scanner {
             severity,
             message,
             location,
+            function,
+            code,
+            cause: cause.map(|c| cap(&c, limits.max_message_bytes).into_owned()),
+            frames: frames
+                .into_iter()
+                .map(|f| cap(&f, limits.max_line_bytes).into_owned())
+                .collect(),
             lines,
             stream,
             count: 1,

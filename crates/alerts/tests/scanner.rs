@@ -100,7 +100,9 @@ fn chained_python_exceptions_are_one_alert_with_the_last_exception() {
         "ValueError: bad",
     ]);
     assert_eq!(a.message, "ValueError: bad");
-    assert_eq!(loc(&a), "/app/a.py:4");
+    // The location is the root cause's (the first exception of the chain), named too.
+    assert_eq!(loc(&a), "/app/a.py:2");
+    assert_eq!(a.cause.as_deref(), Some("KeyError: 'x'"));
 }
 
 #[test]
