@@ -244,7 +244,8 @@ impl Report {
         if let Some(rest) = rest {
             let _ = writeln!(out, "  {}", one_line(rest));
         }
-        if let Some(cause) = &e.detail.cause {
+        // (Java's message names it already: `… (caused by X: …)`.)
+        if let Some(cause) = e.detail.cause.as_ref().filter(|c| !e.message.contains(*c)) {
             let _ = writeln!(out, "  root cause: {}", one_line(cause));
         }
         if let Some(location) = &e.location {

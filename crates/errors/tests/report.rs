@@ -615,3 +615,67 @@ fn a_raw_answer_is_bounded_in_bytes() {
     assert_eq!(first["raw"].as_array().unwrap().len(), 1);
     assert!(r.text().len() < 60 * 4 * 250, "{}", r.text().len());
 }
+
+/// The text of chained exceptions, from the real runtimes' output (the alert scanner's
+/// fixtures): the outer exception as the title, its root cause, and where the root
+/// cause was raised with the function and its source line; with `verbose`, the reduced
+/// stack.
+#[test]
+fn chained_exceptions_show_their_root_cause() {
+    use corral_alerts::{AlertRules, Scanner, Stream};
+    use corral_errors::Detail;
+    use std::sync::Arc;
+    let rules = Arc::new(AlertRules::defaults());
+    let fixtures =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../alerts/tests/fixtures");
+    let mut observations = Vec::new();
+    for (i, name) in [
+        "python_chained_cause",
+        "java_caused_by_chain",
+        "node_error_cause",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let text = std::fs::read_to_string(fixtures.join(format!("{name}.txt"))).unwrap();
+        let mut scanner = Scanner::new(rules.clone(), format!("process:{name}"));
+        let mut alerts = Vec::new();
+        for line in text.lines() {
+            scanner.feed(line, Stream::Stderr, t("18:29:00"), &mut alerts);
+        }
+        scanner.finish(&mut alerts);
+        let a = alerts
+            .into_iter()
+            .find(|a| a.cause.is_some())
+            .unwrap_or_else(|| panic!("{name}: no chained alert"));
+        observations.push(
+            Observation::new(
+                &a.source,
+                &a.rule,
+                a.severity,
+                &a.message,
+                t(&format!("18:29:1{i}")),
+            )
+            .location(a.location.as_ref().unwrap().to_string())
+            .detail(Detail {
+                function: a.function.clone(),
+                code: a.code.clone(),
+                cause: a.cause.clone(),
+                frames: a.frames.clone(),
+            }),
+        );
+    }
+    let r = report(observations.clone(), &[], &[], &Query::default(), now());
+    assert_snapshot!("chained_exceptions", r.text());
+    let verbose = report(
+        observations,
+        &[],
+        &[],
+        &Query {
+            verbose: true,
+            ..Query::default()
+        },
+        now(),
+    );
+    assert_snapshot!("chained_exceptions_verbose", verbose.text());
+}

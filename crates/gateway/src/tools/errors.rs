@@ -323,7 +323,10 @@ fn restarted_after_crash(
         location,
         context,
         text_from,
-        detail: decisive.as_ref().map(detail).unwrap_or_default(),
+        detail: decisive
+            .as_ref()
+            .map(|a| detail(a, root))
+            .unwrap_or_default(),
         raw: json!({"state": state, "why": crash.reason, "alert": decisive}),
         // Last seen when the new run began: the restart is part of the crash.
         ..Observation::new(source, "crash", Severity::Error, message, started)
@@ -397,7 +400,7 @@ fn unit_down(
     Observation {
         location,
         context,
-        detail: decisive.map(detail).unwrap_or_default(),
+        detail: decisive.map(|a| detail(a, root)).unwrap_or_default(),
         raw: json!({"state": state, "why": why, "alert": decisive}),
         ..Observation::new(source, category, Severity::Error, message, since)
     }
@@ -418,16 +421,29 @@ pub fn alert_location(alert: &Alert, root: Option<&Path>) -> Option<String> {
 fn alert_observation(a: &Alert, root: Option<&Path>, raw: bool) -> Observation {
     Observation {
         location: alert_location(a, root),
-        detail: detail(a),
+        detail: detail(a, root),
         raw: as_raw(raw, a),
         ..Observation::new(&a.source, &a.rule, a.severity, &a.message, a.last_seen)
             .repeated(a.count, a.first_seen)
     }
 }
 
-/// What an alert's stack says beyond its location.
-fn detail(_a: &Alert) -> corral_errors::Detail {
-    corral_errors::Detail::default()
+/// What an alert's stack says beyond its location (frames inside the project shown
+/// relative to it, as locations are).
+fn detail(a: &Alert, root: Option<&Path>) -> corral_errors::Detail {
+    let relative = |frame: &String| match root.and_then(|r| r.to_str()) {
+        Some(prefix) => frame
+            .strip_prefix(prefix)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .map_or_else(|| frame.clone(), str::to_owned),
+        None => frame.clone(),
+    };
+    corral_errors::Detail {
+        function: a.function.clone(),
+        code: a.code.clone(),
+        cause: a.cause.clone(),
+        frames: a.frames.iter().map(relative).collect(),
+    }
 }
 
 fn traffic_observation(
@@ -620,7 +636,51 @@ pub async fn answer(
         now,
     );
     report.unavailable = gathered.unavailable;
+    if let Some(root) = src.root {
+        for e in &mut report.entries {
+            if e.detail.code.is_none()
+                && e.text_from == TextFrom::Output
+                && let Some(location) = &e.location
+            {
+                e.detail.code = source_line(root, location);
+            }
+        }
+    }
     Ok((report, raw))
+}
+
+/// The line a location (`file:line[:col]`, relative to the project root) points at,
+/// when the runtime did not print it (Java, Go, Rust, .NET): read from the file, which
+/// must be inside the project (after resolving links) and at most 4 MiB; trimmed, at
+/// most 200 bytes.
+fn source_line(root: &Path, location: &str) -> Option<String> {
+    const MAX_FILE: u64 = 4 << 20;
+    const MAX_CODE: usize = 200;
+    let number = |s: &str| s.parse::<usize>().ok();
+    let (head, last) = location.rsplit_once(':')?;
+    let (file, line) = match head.rsplit_once(':') {
+        // file:line:col
+        Some((file, line)) if number(line).is_some() && number(last).is_some() => (file, line),
+        _ => (head, last),
+    };
+    let index = number(line)?.checked_sub(1)?;
+    let root = root.canonicalize().ok()?;
+    let path = root.join(file).canonicalize().ok()?;
+    if !path.starts_with(&root) || std::fs::metadata(&path).ok()?.len() > MAX_FILE {
+        return None;
+    }
+    let text = std::fs::read(&path).ok()?;
+    let raw = text.split(|b| *b == b'\n').nth(index)?;
+    let code = String::from_utf8_lossy(raw);
+    let code = code.trim();
+    if code.is_empty() {
+        return None;
+    }
+    let mut end = code.len().min(MAX_CODE);
+    while !code.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(code[..end].to_owned())
 }
 
 /// The `get_errors` tool object for `tools/list` (without its name).
@@ -656,5 +716,38 @@ fn as_raw(raw: bool, record: &impl serde::Serialize) -> Value {
     match raw {
         true => serde_json::to_value(record).unwrap_or(Value::Null),
         false => Value::Null,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_source_line_is_read_only_inside_the_project() {
+        let dir = std::env::temp_dir().join(format!("corral-srcline-{}", std::process::id()));
+        let project = dir.join("project");
+        std::fs::create_dir_all(project.join("src")).unwrap();
+        std::fs::write(
+            project.join("src/Main.java"),
+            "class Main {\n    void run() { throw new IllegalStateException(\"x\"); }\n}\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("secret.txt"), "password=hunter2\n").unwrap();
+        std::os::unix::fs::symlink(dir.join("secret.txt"), project.join("link.txt")).unwrap();
+        let line = |loc: &str| source_line(&project, loc);
+        let want = Some("void run() { throw new IllegalStateException(\"x\"); }".to_owned());
+        assert_eq!(line("src/Main.java:2"), want);
+        assert_eq!(line("src/Main.java:2:18"), want);
+        assert_eq!(line("src/Main.java:9"), None);
+        assert_eq!(line("src/Main.java:0"), None);
+        // Outside the project, however it is named.
+        assert_eq!(line("../secret.txt:1"), None);
+        assert_eq!(
+            line(&format!("{}:1", dir.join("secret.txt").display())),
+            None
+        );
+        assert_eq!(line("link.txt:1"), None);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
