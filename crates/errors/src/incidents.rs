@@ -9,7 +9,8 @@
 //!
 //! | symptom | joined to | by |
 //! |---|---|---|
-//! | a failed request (5xx, transport error) | the errors the process behind the proxy printed meanwhile | the process serving the target's port ([`Observation::unit`](crate::Observation::unit)), printed from 50 ms before the request to 1 s after its answer (a transport error: 5 s either side, or any time while that process is down); when that process printed nothing then, the one process that did (a dev server that proxies on to the backend) |
+//! | a failed request (5xx) | the errors the process behind the proxy printed meanwhile | the process serving the target's port ([`Observation::unit`](crate::Observation::unit)), printed from 50 ms before the request to 1 s after its answer; when that process printed nothing then, the one process that did, closest in time (a dev server that proxies on to the backend) |
+//! | a transport error (no answer) | the crash, exit or failed start of a process | the same units, within 5 s either side, or any time while that process is down |
 //! | a page's failed fetch | the proxy's failed request | the request id the proxy gave it and the page echoed; else method, path and status, answered within 3 s before the report |
 //! | a page's error, rejection or `console.error` | the page's failed fetch | the same page, within 3 s before it (a rejection of the fetch's promise, React logging it again) |
 //!
@@ -218,9 +219,15 @@ fn link(entries: &[Entry], facts: &[Facts], sets: &mut Sets) {
             }
             let lo = x.start.checked_sub(before).unwrap_or(x.start);
             let hi = x.end + after;
+            // A transport error (nobody answered) is explained by a unit that died, not
+            // by whatever it printed while alive.
             let in_window = |j: usize| {
+                let e = &entries[j];
+                if transport && priority(e) != 2 {
+                    return false;
+                }
                 instants(&facts[j]).any(|t| within(t, lo, hi))
-                    || (transport && entries[j].down && entries[j].first_seen <= x.end)
+                    || (transport && e.down && e.first_seen <= x.end)
             };
             // The unit serving the target first; else the one unit that printed an
             // error closest to the request.
@@ -234,6 +241,7 @@ fn link(entries: &[Entry], facts: &[Facts], sets: &mut Sets) {
                     .iter()
                     .filter_map(|(unit, js)| {
                         js.iter()
+                            .filter(|&&j| in_window(j))
                             .flat_map(|&j| instants(&facts[j]))
                             .filter(|&t| within(t, lo, hi))
                             .map(|t| distance(t, x.start, x.end))
@@ -562,6 +570,26 @@ mod tests {
             [("process:api".into(), vec!["proxy:web".into()])]
         );
         assert!(r.entries[0].down);
+        // A traceback printed nearby by a unit that did not die explains nothing.
+        let refused = Observation::new(
+            "proxy:web",
+            "transport",
+            Severity::Error,
+            "GET /api → connection refused",
+            at(1_000),
+        )
+        .http(Http::new("GET", "/api", None))
+        .exchange(Exchange {
+            id: None,
+            start: at(1_000),
+            end: at(1_001),
+        });
+        let got = shape(&all(
+            vec![refused, traceback(1_200, "process:api")],
+            &[],
+            9_000,
+        ));
+        assert_eq!(got.len(), 2, "{got:?}");
     }
 
     #[test]
