@@ -3,12 +3,12 @@
 //! * `GET /__corral/client.js`: the reporting script ([`SCRIPT`]) that [`crate::inject`]
 //!   puts into every HTML document.
 //! * `POST /__corral/errors`: what the script sends, `{"page": URL, "errors": [{kind,
-//!   message, stack, source, line, column, page}, …]}`, read leniently (unknown fields
-//!   are ignored, a missing one is empty). It is answered 204 at once; each error is
-//!   then source-mapped ([`crate::sourcemap`], within [`RESOLVE_TIMEOUT`] per batch),
+//!   message, stack, source, line, column, page, request}, …]}`, read leniently (unknown
+//!   fields are ignored, a missing one is empty). It is answered 204 at once; each error
+//!   is then source-mapped ([`crate::sourcemap`], within [`RESOLVE_TIMEOUT`] per batch),
 //!   recorded in the [`BrowserLog`] and announced as a `browser.error` event with
-//!   `proxy`, `error_kind` (`kind` is the event's own), `message`, `location`, `page`
-//!   and `count`.
+//!   `proxy`, `error_kind` (`kind` is the event's own), `message`, `location`, `page`,
+//!   `count`, and `request` when it has one.
 //!
 //! # Who may report
 //!
@@ -158,6 +158,12 @@ pub struct BrowserEntry {
     /// How many times in a row this error came (the same kind, message, location and
     /// page).
     pub count: u32,
+    /// For a failed fetch or XHR: the proxy's id of that request
+    /// ([`crate::traffic::TrafficEntry::request_id`]), which the page's script read from
+    /// the response's `X-Corral-Request`. Only an id this proxy handed out is kept (a
+    /// page cannot point at another proxy's requests); for a repeat, the latest one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 impl BrowserEntry {
@@ -505,7 +511,12 @@ pub(crate) struct Report {
     line: u32,
     column: u32,
     page: String,
+    /// The `X-Corral-Request` of the failed request it is about, as the page sent it.
+    request: String,
 }
+
+/// The longest `request` read from a report (an id is `<8 hex>-<up to 20 digits>`).
+const REQUEST_MAX: usize = 64;
 
 /// Reads a report: `{"page": URL, "errors": [...]}`. Only a body that is not JSON, or
 /// has no `errors` array, is refused; an error that is not an object is skipped, a field
@@ -544,6 +555,7 @@ fn parse(body: &[u8]) -> Result<(Option<String>, Vec<Report>), String> {
                 page: Some(string(e, "page", FIELD_MAX))
                     .filter(|p| !p.is_empty())
                     .unwrap_or_else(|| page.clone()),
+                request: string(e, "request", REQUEST_MAX),
             }
         })
         .collect();
@@ -591,6 +603,8 @@ async fn record_reports(shared: Arc<Shared>, origins: Vec<String>, reports: Vec<
             .ok()
             .flatten()
             .unwrap_or(raw);
+        let request = Some(report.request)
+            .filter(|id| !id.is_empty() && shared.traffic.is_own_request_id(id));
         let entry = shared.browser.record(BrowserEntry {
             proxy: shared.spec.name.clone(),
             kind: report.kind,
@@ -601,17 +615,20 @@ async fn record_reports(shared: Arc<Shared>, origins: Vec<String>, reports: Vec<
             column: report.column,
             page: report.page,
             location,
+            request,
             ..BrowserEntry::default()
         });
-        shared.bus.emit(
-            Event::new(Kind::BrowserError, Source::Browser)
-                .with("proxy", entry.proxy)
-                .with("error_kind", entry.kind)
-                .with("message", entry.message)
-                .with("location", entry.location)
-                .with("page", entry.page)
-                .with("count", entry.count),
-        );
+        let mut event = Event::new(Kind::BrowserError, Source::Browser)
+            .with("proxy", entry.proxy)
+            .with("error_kind", entry.kind)
+            .with("message", entry.message)
+            .with("location", entry.location)
+            .with("page", entry.page)
+            .with("count", entry.count);
+        if let Some(request) = entry.request {
+            event = event.with("request", request);
+        }
+        shared.bus.emit(event);
     }
 }
 

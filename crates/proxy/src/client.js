@@ -3,7 +3,9 @@
 // It reports uncaught errors, unhandled promise rejections, console.error calls and
 // failed fetch/XHR requests to /__corral/errors, in batches. It must never change what
 // the page does: every wrapped function is called as before and its result returned
-// untouched, and everything of ours runs inside try/catch.
+// untouched, and everything of ours runs inside try/catch. A failed request's report
+// carries the proxy's id of it (the X-Corral-Request response header, same-origin
+// responses only), so that Corral can tell which request in its log the page saw fail.
 (function () {
   "use strict";
   var w = window;
@@ -32,6 +34,8 @@
   var MESSAGE_MAX = 2000;
   var STACK_MAX = 8000;
   var EXCERPT_MAX = 300;
+  // The shape of the proxy's request ids: 8 hex digits, a dash, a number.
+  var REQUEST_ID = /^[0-9a-f]{8}-[1-9][0-9]{0,19}$/;
 
   var queue = [];
   var reported = 0;
@@ -95,11 +99,11 @@
     return caller(callStack());
   }
 
-  function report(kind, message, stack, where) {
+  function report(kind, message, stack, where, request) {
     if (busy || reported >= MAX_PER_PAGE) return;
     reported++;
     where = where || caller(stack) || {};
-    queue.push({
+    var error = {
       kind: kind,
       message: cut(message, MESSAGE_MAX),
       stack: cut(stack, STACK_MAX),
@@ -108,7 +112,9 @@
       column: where.column || 0,
       page: String(location.href),
       time: new Date().toISOString()
-    });
+    };
+    if (request) error.request = request;
+    queue.push(error);
     if (queue.length >= BATCH) flush();
     else if (!timer) timer = setTimeout(flush, DELAY_MS);
   }
@@ -202,10 +208,34 @@
     };
   }
 
-  function failed(kind, method, url, status, statusText, excerpt, where) {
+  function failed(kind, method, url, status, statusText, excerpt, where, request) {
     var message = (method || "GET").toUpperCase() + " " + url + " → " + status + (statusText ? " " + statusText : "");
     if (excerpt) message += ": " + cut(excerpt, EXCERPT_MAX);
-    report(kind, message, "", where);
+    report(kind, message, "", where, request);
+  }
+
+  // The proxy's id of a request, from its response when it is a same-origin one (a
+  // "basic" fetch response; an XHR whose final URL is on this origin) and has the shape.
+  function checkedId(id) {
+    return id && REQUEST_ID.test(id) ? id : "";
+  }
+
+  function fetchRequestId(res) {
+    try {
+      return res.type === "basic" ? checkedId(res.headers.get("x-corral-request")) : "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  function xhrRequestId(xhr) {
+    try {
+      var url = xhr.responseURL;
+      if (!url || new URL(url, location.href).origin !== location.origin) return "";
+      return checkedId(xhr.getResponseHeader("x-corral-request"));
+    } catch (e) {
+      return "";
+    }
   }
 
   function textual(contentType) {
@@ -224,8 +254,9 @@
             function (res) {
               try {
                 if (res.status < 500) return;
+                var id = fetchRequestId(res);
                 if (!textual(res.headers.get("content-type"))) {
-                  failed("fetch", method, url, res.status, res.statusText, "", where);
+                  failed("fetch", method, url, res.status, res.statusText, "", where, id);
                   return;
                 }
                 res
@@ -233,10 +264,10 @@
                   .text()
                   .then(
                     function (text) {
-                      failed("fetch", method, url, res.status, res.statusText, text, where);
+                      failed("fetch", method, url, res.status, res.statusText, text, where, id);
                     },
                     function () {
-                      failed("fetch", method, url, res.status, res.statusText, "", where);
+                      failed("fetch", method, url, res.status, res.statusText, "", where, id);
                     }
                   );
               } catch (e) {}
@@ -279,7 +310,7 @@
                 if ((xhr.responseType === "" || xhr.responseType === "text") && textual(xhr.getResponseHeader("content-type"))) {
                   text = xhr.responseText;
                 }
-                failed("xhr", req.method, req.url, xhr.status, xhr.statusText, text, where);
+                failed("xhr", req.method, req.url, xhr.status, xhr.statusText, text, where, xhrRequestId(xhr));
               } else if (xhr.status === 0) {
                 report("xhr", req.method.toUpperCase() + " " + req.url + " failed: network error", "", where);
               }

@@ -10,8 +10,10 @@
 //!   reports to ([`browser`]).
 //! * Everything else is forwarded to the target ([`forward`]): bodies stream both ways,
 //!   upgrades (WebSocket) are spliced, `Host` becomes the target's unless
-//!   `preserve_host`, `X-Forwarded-*` are added, and redirects and cookies that point at
-//!   the target are pointed back at the proxy. A transport error becomes a 502 page and a
+//!   `preserve_host`, `X-Forwarded-Host` and `-Proto` are added (not `-For`), the
+//!   exchange's request id goes up as `X-Request-Id` (unless the request has one) and
+//!   back as [`REQUEST_ID_HEADER`], and redirects and cookies that point at the target
+//!   are pointed back at the proxy. A transport error becomes a 502 page and a
 //!   `proxy.error` event.
 //!
 //! On the way back an HTML document gets the error script ([`inject`], streaming with
@@ -36,6 +38,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// The response header that carries the proxy's id of the exchange to the browser
+/// ([`traffic::TrafficEntry::request_id`]); the injected script sends it back with the
+/// error it reports about that request ([`browser::BrowserEntry::request`]).
+pub const REQUEST_ID_HEADER: &str = "x-corral-request";
 
 /// An error inside a body stream (the target's, a decoder's, the rewriter's).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -12,6 +12,7 @@ use crate::codec::{Coding, Decoder};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 /// The default number of entries [`TrafficLog::query`] returns.
@@ -68,6 +69,20 @@ pub struct TrafficEntry {
     /// The request's `Origin`, when it was cross-site and had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// The proxy's id for this exchange, `<8 hex>-<n>` ([`TrafficLog::request_id_prefix`],
+    /// then a number counting the requests the log's proxy took, in the order they came
+    /// in). The browser gets it as `X-Corral-Request`, and the injected script sends it
+    /// back with the error it reports about a failed fetch or XHR
+    /// ([`crate::browser::BrowserEntry::request`]); the target gets it as `X-Request-Id`
+    /// unless the request had one of its own (`client_request_id`). Empty in entries
+    /// written before it existed.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub request_id: String,
+    /// The request's own `X-Request-Id`, which went to the target untouched in place of
+    /// `request_id` (kept here cut to [`CLIENT_REQUEST_ID_MAX`] bytes). What the target
+    /// saw is [`TrafficEntry::upstream_request_id`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_request_id: Option<String>,
 }
 
 impl TrafficEntry {
@@ -81,7 +96,18 @@ impl TrafficEntry {
     pub fn is_error(&self) -> bool {
         self.status.is_some_and(|s| s >= 400) || self.error.is_some()
     }
+
+    /// The `X-Request-Id` the target got: the request's own when it had one, else the
+    /// proxy's `request_id`.
+    pub fn upstream_request_id(&self) -> &str {
+        self.client_request_id
+            .as_deref()
+            .unwrap_or(&self.request_id)
+    }
 }
+
+/// The most of a request's own `X-Request-Id` a [`TrafficEntry`] keeps.
+pub const CLIENT_REQUEST_ID_MAX: usize = 200;
 
 /// Where a query starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,9 +155,14 @@ impl TrafficQuery {
     }
 }
 
-/// The last N requests of one proxy, and counts since it started.
+/// The last N requests of one proxy, counts since it started, and the request ids it
+/// hands out.
 pub struct TrafficLog {
     ring: Mutex<Ring>,
+    /// 8 random hex digits, this log's alone: the first part of every request id.
+    prefix: String,
+    /// Request ids handed out.
+    issued: AtomicU64,
 }
 
 struct Ring {
@@ -144,6 +175,8 @@ struct Ring {
 
 impl TrafficLog {
     pub fn new(capacity: usize) -> TrafficLog {
+        let mut random = [0u8; 4];
+        corral_httpd::random_bytes(&mut random);
         TrafficLog {
             ring: Mutex::new(Ring {
                 capacity,
@@ -151,7 +184,39 @@ impl TrafficLog {
                 total: 0,
                 errors: 0,
             }),
+            prefix: random.iter().map(|b| format!("{b:02x}")).collect(),
+            issued: AtomicU64::new(0),
         }
+    }
+
+    /// The first part of this log's request ids (`<prefix>-<n>`): 8 random hex digits,
+    /// so that one proxy's ids are not another's, and not guessable from outside.
+    pub fn request_id_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A new request id: `<prefix>-<n>`, n from 1.
+    pub(crate) fn next_request_id(&self) -> String {
+        let n = self.issued.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}-{n}", self.prefix)
+    }
+
+    /// Whether `id` is one this log handed out: its prefix, a dash, and a number (no
+    /// leading zero) no greater than the ids issued so far.
+    pub fn is_own_request_id(&self, id: &str) -> bool {
+        let Some(n) = id
+            .strip_prefix(self.prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+        else {
+            return false;
+        };
+        let canonical = !n.is_empty()
+            && n.len() <= 20
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !n.starts_with('0');
+        canonical
+            && n.parse::<u64>()
+                .is_ok_and(|n| n <= self.issued.load(Ordering::Relaxed))
     }
 
     /// Requests recorded since start (more than the ring holds).

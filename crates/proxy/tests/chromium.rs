@@ -363,6 +363,7 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
         r#"GET /api/users → 500 Internal Server Error: {"error":"database is down"}"#
     );
     assert_eq!(e.location, original_at(&original, "fetch(", 0));
+    let fetch_request = e.request.clone();
 
     // The proxy's traffic log has the failed request, with the message read out of it
     // (among the errors may also be the browser's own /favicon.ico, a 404 here).
@@ -376,6 +377,12 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
     assert_eq!(failed[0].url, "/api/users");
     assert_eq!(failed[0].status, Some(500));
     assert_eq!(failed[0].message.as_deref(), Some("database is down"));
+    // The page's report names that very request, by the id the response carried.
+    assert_eq!(
+        fetch_request.as_deref(),
+        Some(failed[0].request_id.as_str()),
+        "{failed:#?}"
+    );
 
     // And it served the page and the script; the map was read from the target by Corral
     // (the browser does not ask for maps unless DevTools is open).

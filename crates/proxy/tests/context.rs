@@ -1,0 +1,269 @@
+//! What ties the proxy's records together, over real sockets: each exchange's request id
+//! (the target's `X-Request-Id`, the browser's `X-Corral-Request`, the id a page's report
+//! echoes), page loads, stacks mapped frame by frame, and logs that outlive a proxy's run.
+
+mod common;
+
+use common::*;
+use corral_events::Kind;
+use corral_proxy::browser::{BrowserEntry, BrowserQuery};
+use corral_proxy::traffic::{TrafficEntry, TrafficQuery};
+use corral_proxy::{Proxy, full};
+use hyper::Request;
+use hyper::body::Incoming;
+use serde_json::{Value, json};
+
+/// A target that answers each request with the `X-Request-Id` it got (or `-`), and 500
+/// under `/fail`; with an `X-Corral-Request` of its own, which must not reach the browser.
+async fn id_target() -> Target {
+    Target::start(|req: Request<Incoming>| async move {
+        let seen = req
+            .headers()
+            .get("x-request-id")
+            .map_or("-".to_owned(), |v| {
+                String::from_utf8_lossy(v.as_bytes()).into_owned()
+            });
+        let status = if req.uri().path().starts_with("/fail") {
+            500
+        } else {
+            200
+        };
+        let mut resp = response(status, "text/plain", seen);
+        resp.headers_mut()
+            .insert("x-corral-request", "deadbeef-1".parse().unwrap());
+        resp
+    })
+    .await
+}
+
+/// The newest traffic entry once `n` are recorded.
+async fn nth_entry(proxy: &Proxy, n: u64) -> TrafficEntry {
+    eventually("the exchange recorded", || proxy.traffic().total() >= n).await;
+    proxy
+        .traffic()
+        .query(&TrafficQuery::default())
+        .pop()
+        .unwrap()
+}
+
+fn is_id_shape(id: &str) -> bool {
+    let Some((prefix, n)) = id.split_once('-') else {
+        return false;
+    };
+    prefix.len() == 8
+        && prefix
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit())
+}
+
+#[tokio::test]
+async fn every_request_has_an_id_the_target_the_browser_and_the_log_agree_on() {
+    let target = id_target().await;
+    let (proxy, _bus) = proxy(&target.url()).await;
+    let mut conn = Conn::open(proxy.addr()).await;
+    let mut ids = Vec::new();
+    for (i, path) in ["/a", "/fail", "/b?x=1"].into_iter().enumerate() {
+        let reply = conn.get(path).await;
+        let id = reply.header("x-corral-request").unwrap().to_owned();
+        assert_eq!(
+            reply.all("x-corral-request"),
+            [id.as_str()],
+            "one, the proxy's, not the target's own"
+        );
+        assert!(is_id_shape(&id), "{id}");
+        assert_eq!(reply.text(), id, "the target got the same id");
+        let entry = nth_entry(&proxy, i as u64 + 1).await;
+        assert_eq!(entry.request_id, id);
+        assert_eq!(entry.client_request_id, None);
+        assert_eq!(entry.upstream_request_id(), id);
+        assert!(proxy.traffic().is_own_request_id(&id));
+        ids.push(id);
+    }
+    let prefix = proxy.traffic().request_id_prefix().to_owned();
+    assert_eq!(
+        ids,
+        (1..=3).map(|n| format!("{prefix}-{n}")).collect::<Vec<_>>()
+    );
+    // Another proxy's ids are its own: not guessable from this one's.
+    let (other, _bus) = proxy_with(&target.url(), |_| {}).await;
+    let theirs = get(other.addr(), "/a").await;
+    let theirs = theirs.header("x-corral-request").unwrap();
+    assert!(!theirs.starts_with(&prefix), "{theirs} vs {prefix}");
+    assert!(!proxy.traffic().is_own_request_id(theirs));
+    assert!(!other.traffic().is_own_request_id(&ids[0]));
+    // Only ids handed out, written as they were.
+    for forged in [
+        format!("{prefix}-4"),
+        format!("{prefix}-01"),
+        format!("{prefix}-0"),
+        format!("{prefix}-"),
+        format!("{prefix}-1 "),
+        format!("{}-1", prefix.to_uppercase()),
+        prefix.clone(),
+        String::new(),
+    ] {
+        assert!(!proxy.traffic().is_own_request_id(&forged), "{forged:?}");
+    }
+    // The JSON of an entry has the id (`corral proxy --log --json` only gains fields).
+    let json = serde_json::to_value(nth_entry(&proxy, 3).await).unwrap();
+    assert_eq!(json["request_id"], ids[2]);
+    assert!(json.get("client_request_id").is_none());
+    assert!(json.get("document").is_none());
+    other.stop().await;
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_requests_own_id_reaches_the_target_untouched_and_never_the_browser() {
+    let target = id_target().await;
+    let (proxy, _bus) = proxy(&target.url()).await;
+    let mut conn = Conn::open(proxy.addr()).await;
+    let hostile = "abc\"><script>alert(1)</script>\té".to_owned();
+    let long = "r".repeat(300);
+    for (n, own) in [hostile.as_str(), long.as_str()].into_iter().enumerate() {
+        let req = conn
+            .request("GET", "/a")
+            .header("x-request-id", own)
+            .body(full(""))
+            .unwrap();
+        let reply = conn.fetch(req).await;
+        assert_eq!(reply.text(), own, "the target got the request's own id");
+        let id = reply.header("x-corral-request").unwrap();
+        assert!(
+            is_id_shape(id),
+            "the proxy's own id, not the request's: {id:?}"
+        );
+        for (name, value) in &reply.headers {
+            assert!(
+                !String::from_utf8_lossy(value.as_bytes()).contains(&own[..3]),
+                "{name} echoes the request's id"
+            );
+        }
+        let entry = nth_entry(&proxy, n as u64 + 1).await;
+        assert_eq!(entry.request_id, id);
+        let kept = entry.client_request_id.as_deref().unwrap();
+        assert_eq!(kept, &own[..own.len().min(200)]);
+        assert_eq!(entry.upstream_request_id(), kept);
+    }
+    proxy.stop().await;
+}
+
+#[tokio::test]
+async fn a_502_carries_the_id_of_its_entry() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (proxy, _bus) = proxy(&format!("http://127.0.0.1:{port}")).await;
+    let reply = get(proxy.addr(), "/api").await;
+    assert_eq!(reply.status, 502);
+    let entry = nth_entry(&proxy, 1).await;
+    assert!(entry.error.is_some());
+    assert_eq!(
+        reply.header("x-corral-request"),
+        Some(entry.request_id.as_str())
+    );
+    proxy.stop().await;
+}
+
+const PAGE: &str = "<!doctype html><html><head><title>t</title></head><body>hi</body></html>";
+
+/// A target of an HTML page and other things.
+async fn documents_target() -> Target {
+    Target::start(|req: Request<Incoming>| async move {
+        match req.uri().path() {
+            "/" | "/missing" => {
+                let status = if req.uri().path() == "/" { 200 } else { 404 };
+                response(status, "text/html; charset=utf-8", PAGE)
+            }
+            "/empty" => response(200, "text/html", ""),
+            "/data" => response(200, "application/json", "{}"),
+            _ => response(404, "text/plain", "no"),
+        }
+    })
+    .await
+}
+
+/// The key in the tag the proxy injected into its page.
+async fn page_key(proxy: &Proxy) -> String {
+    let page = get(proxy.addr(), "/").await;
+    let text = page.text();
+    text.split_once(r#"data-k=""#)
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(k, _)| k.to_owned())
+        .unwrap_or_else(|| panic!("no key in the tag: {text}"))
+}
+
+async fn post_errors(proxy: &Proxy, body: &Value) -> u16 {
+    let mut conn = Conn::open(proxy.addr()).await;
+    let req = conn
+        .request("POST", "/__corral/errors")
+        .header("origin", proxy.url())
+        .header("content-type", "application/json")
+        .body(full(body.to_string()))
+        .unwrap();
+    conn.fetch(req).await.status.as_u16()
+}
+
+/// The browser log once it holds `n` entries.
+async fn browser_entries(proxy: &Proxy, n: usize) -> Vec<BrowserEntry> {
+    eventually("the reports recorded", || {
+        proxy.browser().query(&BrowserQuery::default()).len() >= n
+    })
+    .await;
+    proxy.browser().query(&BrowserQuery::default())
+}
+
+#[tokio::test]
+async fn a_report_keeps_only_a_request_id_this_proxy_handed_out() {
+    let target = documents_target().await;
+    let (proxy, bus) = proxy_with(&target.url(), |s| s.inject = true).await;
+    let (other, _other_bus) = proxy_with(&target.url(), |s| s.inject = true).await;
+    let mut events = bus.subscribe();
+    let key = page_key(&proxy).await;
+    let ours = nth_entry(&proxy, 1).await.request_id;
+    get(other.addr(), "/").await;
+    let theirs = nth_entry(&other, 1).await.request_id;
+    let prefix = proxy.traffic().request_id_prefix();
+    let claims = [
+        json!(ours),
+        json!(theirs),
+        json!(format!("{prefix}-999")),
+        json!(format!("{prefix}-01")),
+        json!("<script>"),
+        json!({"id": ours}),
+        json!("x".repeat(100_000)),
+        Value::Null,
+    ];
+    let errors: Vec<Value> = claims
+        .iter()
+        .enumerate()
+        .map(|(i, request)| {
+            json!({"kind": "fetch", "message": format!("GET /api/{i} → 500"), "request": request})
+        })
+        .collect();
+    let body = json!({"key": key, "page": format!("{}/", proxy.url()), "errors": errors});
+    assert_eq!(post_errors(&proxy, &body).await, 204);
+    let entries = browser_entries(&proxy, claims.len()).await;
+    let requests: Vec<Option<&str>> = entries.iter().map(|e| e.request.as_deref()).collect();
+    let mut expected = vec![None; claims.len()];
+    expected[0] = Some(ours.as_str());
+    assert_eq!(requests, expected, "only our own id, every error kept");
+    // The event says it too, and the entry's JSON.
+    let first = std::iter::from_fn(|| events.try_recv().ok())
+        .find(|e| e.is(Kind::BrowserError))
+        .unwrap();
+    assert_eq!(first.str("request"), Some(ours.as_str()));
+    let json = serde_json::to_value(&entries[0]).unwrap();
+    assert_eq!(json["request"], ours.as_str());
+    assert!(
+        serde_json::to_value(&entries[1])
+            .unwrap()
+            .get("request")
+            .is_none()
+    );
+    other.stop().await;
+    proxy.stop().await;
+}
