@@ -137,12 +137,27 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
     // Ours, whatever the target said (a proxy in front of another proxy: the outer one's).
     parts.headers.insert(X_CORRAL_REQUEST, request_id.clone());
     let path = exchange.entry.url.clone();
+    let document = crate::inject::candidate(&shared, &parts, &body).then(|| {
+        let given_up = Arc::new(AtomicBool::new(false));
+        exchange.document = Some(given_up.clone());
+        given_up
+    });
     let body = Watched {
         inner: body,
         exchange,
     }
     .boxed_unsync();
-    let body = crate::inject::response(&shared, &path, &mut parts, body).await;
+    let (body, injected) = crate::inject::response(&shared, &path, &mut parts, body).await;
+    if let Some(given_up) = document
+        && !injected
+    {
+        // Passed untouched after all. Decided before the head goes out, but a small
+        // document may have been read (and recorded) whole by then.
+        given_up.store(true, Ordering::Relaxed);
+        if let Ok(id) = request_id.to_str() {
+            shared.traffic.not_a_document(id);
+        }
+    }
     Response::from_parts(parts, body)
 }
 
@@ -534,6 +549,9 @@ struct Exchange {
     entry: TrafficEntry,
     /// `entry.request_id` as a header value.
     request_id: HeaderValue,
+    /// For an HTML document the script is to go into: set when it was passed untouched
+    /// after all (then it is no page load).
+    document: Option<Arc<AtomicBool>>,
     request: Arc<RequestStats>,
     /// For a response ≥ 400: its first bytes.
     excerpt: Option<Excerpt>,
@@ -591,6 +609,7 @@ impl Exchange {
             started_at,
             entry,
             request_id: request_header,
+            document: None,
             request: Arc::default(),
             excerpt: None,
             recorded: false,
@@ -634,6 +653,10 @@ impl Exchange {
         entry.total_ms = ms(self.started.elapsed());
         entry.request_bytes = self.request.bytes.load(Ordering::Relaxed);
         entry.aborted = aborted;
+        entry.document = self
+            .document
+            .as_ref()
+            .is_some_and(|given_up| !given_up.load(Ordering::Relaxed));
         if let Some(excerpt) = self.excerpt.take() {
             (entry.excerpt, entry.message) = excerpt.finish(entry.content_type.as_deref());
         }

@@ -83,6 +83,10 @@ pub struct TrafficEntry {
     /// saw is [`TrafficEntry::upstream_request_id`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub client_request_id: Option<String>,
+    /// The response was an HTML document the proxy put its error script into: a page
+    /// load (a document passed untouched, without the script, is not one).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub document: bool,
 }
 
 impl TrafficEntry {
@@ -243,6 +247,21 @@ impl TrafficLog {
             ring.entries.push_back((started, entry));
         }
         id
+    }
+
+    /// Marks the entry of `request_id`, if it is recorded, as no page load after all: its
+    /// document was passed untouched, decided only after the whole of it had gone by
+    /// (rare: a small document that is a compression bomb or does not decode).
+    pub(crate) fn not_a_document(&self, request_id: &str) {
+        let mut ring = self.ring.lock().unwrap();
+        if let Some((_, entry)) = ring
+            .entries
+            .iter_mut()
+            .rev()
+            .find(|(_, e)| e.request_id == request_id)
+        {
+            entry.document = false;
+        }
     }
 
     /// The newest entries that match, oldest first.

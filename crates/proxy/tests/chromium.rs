@@ -387,10 +387,11 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
     // And it served the page and the script; the map was read from the target by Corral
     // (the browser does not ask for maps unless DevTools is open).
     let all = proxy.traffic().query(&TrafficQuery::default());
-    for path in ["/", "/app.js"] {
+    for (path, document) in [("/", true), ("/app.js", false)] {
         assert!(
-            all.iter().any(|t| t.url == path && t.status == Some(200)),
-            "{path} is not in the traffic log: {all:#?}"
+            all.iter()
+                .any(|t| t.url == path && t.status == Some(200) && t.document == document),
+            "{path} is not in the traffic log (a page load: {document}): {all:#?}"
         );
     }
     let asked = asked.lock().unwrap().clone();

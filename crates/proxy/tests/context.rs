@@ -170,7 +170,7 @@ async fn a_502_carries_the_id_of_its_entry() {
 
 const PAGE: &str = "<!doctype html><html><head><title>t</title></head><body>hi</body></html>";
 
-/// A target of an HTML page and other things.
+/// A target of documents and other things, for which of its responses are page loads.
 async fn documents_target() -> Target {
     Target::start(|req: Request<Incoming>| async move {
         match req.uri().path() {
@@ -180,10 +180,85 @@ async fn documents_target() -> Target {
             }
             "/empty" => response(200, "text/html", ""),
             "/data" => response(200, "application/json", "{}"),
+            "/bomb" => {
+                // A small gzip document that decodes to far over 100 times its size: it
+                // is passed untouched, without the script, after it was read whole.
+                use std::io::Write;
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+                gz.write_all(b"<html><head>").unwrap();
+                gz.write_all(&vec![b' '; 8 << 20]).unwrap();
+                let mut resp = response(200, "text/html", gz.finish().unwrap());
+                resp.headers_mut()
+                    .insert("content-encoding", "gzip".parse().unwrap());
+                resp
+            }
+            "/truncated" => {
+                // A gzip document cut short, with no place for the tag before its end: it
+                // fails to decode only there, after it was read (and its exchange
+                // recorded) whole; it passes untouched.
+                use std::io::Write;
+                let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+                gz.write_all(b"<html><head><title>t</title>").unwrap();
+                let mut coded = gz.finish().unwrap();
+                coded.truncate(coded.len() - 6);
+                let mut resp = response(200, "text/html", coded);
+                resp.headers_mut()
+                    .insert("content-encoding", "gzip".parse().unwrap());
+                resp
+            }
             _ => response(404, "text/plain", "no"),
         }
     })
     .await
+}
+
+#[tokio::test]
+async fn page_loads_are_the_documents_the_script_went_into() {
+    let target = documents_target().await;
+    let (proxy, _bus) = proxy_with(&target.url(), |s| s.inject = true).await;
+    let mut conn = Conn::open(proxy.addr()).await;
+    let mut expected = Vec::new();
+    for (method, path, document) in [
+        ("GET", "/", true),
+        ("GET", "/missing", true),
+        ("GET", "/data", false),
+        ("GET", "/empty", false),
+        ("HEAD", "/", false),
+        ("GET", "/bomb", false),
+        ("GET", "/truncated", false),
+        ("GET", "/other", false),
+    ] {
+        let req = conn
+            .request(method, path)
+            .header("accept", "text/html")
+            .header("accept-encoding", "gzip")
+            .body(full(""))
+            .unwrap();
+        let reply = conn.fetch(req).await;
+        let injected = reply
+            .body
+            .windows(17)
+            .any(|w| w == b"/__corral/client.".as_slice());
+        assert_eq!(injected, document, "{method} {path}");
+        expected.push((method.to_owned(), path.to_owned(), document));
+    }
+    eventually("every exchange recorded", || proxy.traffic().total() == 8).await;
+    let seen: Vec<(String, String, bool)> = proxy
+        .traffic()
+        .query(&TrafficQuery::default())
+        .into_iter()
+        .map(|e| (e.method, e.url, e.document))
+        .collect();
+    assert_eq!(seen, expected);
+    let json = serde_json::to_value(&proxy.traffic().query(&TrafficQuery::default())[0]).unwrap();
+    assert_eq!(json["document"], true);
+    proxy.stop().await;
+
+    // Without the script there are no page loads to tell.
+    let (plain, _bus) = proxy_with(&target.url(), |s| s.inject = false).await;
+    get(plain.addr(), "/").await;
+    assert!(!nth_entry(&plain, 1).await.document);
+    plain.stop().await;
 }
 
 /// The key in the tag the proxy injected into its page.
