@@ -20,6 +20,10 @@
 //! lol_html, decoding gzip/br/deflate); every other response passes byte for byte, through
 //! a body wrapper that times it, counts it, and keeps the first bytes of an error
 //! response for the [`traffic`] log.
+//!
+//! The logs (traffic and browser errors) belong to the proxy's name, not to one run of
+//! it: [`Proxies`] keeps them for the daemon's life, through stops and restarts, and
+//! [`Proxies::logs`] hands them out, the stopped proxies' too.
 
 pub mod browser;
 pub mod codec;
@@ -167,8 +171,8 @@ pub(crate) struct Shared {
     /// Where the proxy listens (the address redirects and cookies are pointed back at).
     pub addr: SocketAddr,
     pub bus: EventBus,
-    pub traffic: traffic::TrafficLog,
-    pub browser: browser::BrowserLog,
+    pub traffic: Arc<traffic::TrafficLog>,
+    pub browser: Arc<browser::BrowserLog>,
     pub client: forward::Client,
     /// Ends the proxy's upgraded connections (WebSocket) when it stops.
     pub stop: CancellationToken,
@@ -199,12 +203,28 @@ pub struct Proxy {
     shared: Arc<Shared>,
     started: Instant,
     started_at: SystemTime,
+    /// The logs' counts when this run started (they may hold earlier runs'), for its row.
+    counted_before: (u64, u64, u64),
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Proxy {
     /// Binds the listen address and serves until [`Proxy::stop`]; emits `proxy.started`.
+    /// Its logs are new (see [`Proxies`] for logs that outlive a run).
     pub async fn start(spec: ProxySpec, bus: EventBus) -> Result<Proxy, StartError> {
+        let traffic = Arc::new(traffic::TrafficLog::new(spec.traffic_ring));
+        let browser = Arc::new(browser::BrowserLog::new(browser::RING));
+        Proxy::start_with_logs(spec, bus, traffic, browser).await
+    }
+
+    /// [`Proxy::start`], writing into logs that may hold an earlier run's records (the
+    /// traffic ring takes the spec's size).
+    pub(crate) async fn start_with_logs(
+        spec: ProxySpec,
+        bus: EventBus,
+        traffic: Arc<traffic::TrafficLog>,
+        browser: Arc<browser::BrowserLog>,
+    ) -> Result<Proxy, StartError> {
         let target = Target::parse(&spec.target).map_err(|why| StartError::Target {
             name: spec.name.clone(),
             target: spec.target.clone(),
@@ -224,9 +244,13 @@ impl Proxy {
             source,
         })?;
         let stop = CancellationToken::new();
+        traffic.set_capacity(spec.traffic_ring);
+        // Maps read from an earlier run's target are not this one's.
+        browser.maps.clear();
+        let counted_before = (traffic.total(), traffic.errors(), browser.total());
         let shared = Arc::new(Shared {
-            traffic: traffic::TrafficLog::new(spec.traffic_ring),
-            browser: browser::BrowserLog::new(browser::RING),
+            traffic,
+            browser,
             client: forward::client(),
             spec,
             target,
@@ -255,6 +279,7 @@ impl Proxy {
             shared,
             started: Instant::now(),
             started_at: whole_milliseconds(SystemTime::now()),
+            counted_before,
             task,
         })
     }
@@ -277,9 +302,10 @@ impl Proxy {
         self.shared.origin()
     }
 
-    /// When it started listening: what its log holds from before is not this run's. In
-    /// whole milliseconds, as its records' timestamps are: a request in its first
-    /// millisecond is not before it.
+    /// When it started listening: what its logs hold from before is an earlier run's
+    /// (under [`Proxies`], a proxy started again under the same name writes on into the
+    /// same logs). In whole milliseconds, as its records' timestamps are: a request in its
+    /// first millisecond is not before it.
     pub fn started_at(&self) -> SystemTime {
         self.started_at
     }
@@ -298,17 +324,18 @@ impl Proxy {
         &self.shared.key
     }
 
-    /// Its row in `corral ps`.
+    /// Its row in `corral ps`: the counts are this run's.
     pub fn row(&self) -> ProxyRow {
+        let (requests, errors, browser_errors) = self.counted_before;
         ProxyRow {
             name: self.shared.spec.name.clone(),
             url: self.url(),
             target: self.shared.target.url.clone(),
             uptime_s: self.started.elapsed().as_secs(),
             started_at: corral_events::rfc3339(self.started_at),
-            requests: self.shared.traffic.total(),
-            errors: self.shared.traffic.errors(),
-            browser_errors: self.shared.browser.total(),
+            requests: self.shared.traffic.total().saturating_sub(requests),
+            errors: self.shared.traffic.errors().saturating_sub(errors),
+            browser_errors: self.shared.browser.total().saturating_sub(browser_errors),
         }
     }
 
@@ -340,17 +367,63 @@ pub fn proxy_limits() -> corral_httpd::Limits {
     }
 }
 
-/// The proxies of a daemon: the configured ones (`[proxies.NAME]`, replaced by a reload)
-/// and the running ones, by name. Cloning shares them.
+/// The proxies of a daemon: the configured ones (`[proxies.NAME]`, replaced by a reload),
+/// the running ones, and the logs of every proxy that ran, by name. Cloning shares them.
+///
+/// # Logs outlive runs
+///
+/// A proxy's traffic and browser logs belong to its name for the daemon's life: stopping
+/// it keeps them (still queryable through [`Proxies::logs`]), and a proxy started again
+/// under the same name writes on into them, its ids (entry ids and request ids) going on
+/// from where they were. Memory stays bounded by the rings' caps, per name; the logs of
+/// at most [`STOPPED_LOGS_KEPT`] stopped proxies are kept, those stopped longest ago
+/// going first.
 #[derive(Clone)]
 pub struct Proxies {
     inner: Arc<Registry>,
 }
 
+/// How many stopped proxies' logs [`Proxies`] keeps (ad-hoc proxies under ever new names
+/// must not grow the daemon without bound).
+pub const STOPPED_LOGS_KEPT: usize = 32;
+
 struct Registry {
     bus: EventBus,
     running: Mutex<BTreeMap<String, Arc<Proxy>>>,
     configured: Mutex<BTreeMap<String, ProxySpec>>,
+    /// Locked after `running` when both are.
+    logs: Mutex<BTreeMap<String, Kept>>,
+}
+
+/// The logs of one proxy name, and what its last run was.
+struct Kept {
+    traffic: Arc<traffic::TrafficLog>,
+    browser: Arc<browser::BrowserLog>,
+    target: String,
+    url: String,
+    started_at: SystemTime,
+    stopped_at: Option<SystemTime>,
+}
+
+/// The logs of one proxy, running or stopped, from [`Proxies::logs`].
+#[derive(Clone)]
+pub struct ProxyLogs {
+    pub name: String,
+    /// Its traffic, across its runs under this name.
+    pub traffic: Arc<traffic::TrafficLog>,
+    /// The errors its pages reported, across its runs under this name.
+    pub browser: Arc<browser::BrowserLog>,
+    /// Whether it runs now.
+    pub running: bool,
+    /// When it (last) started listening, in whole milliseconds ([`Proxy::started_at`]):
+    /// what the logs hold from before is an earlier run's.
+    pub started_at: SystemTime,
+    /// When it was last stopped; `None` while it runs.
+    pub stopped_at: Option<SystemTime>,
+    /// Its (last) target, as configured.
+    pub target: String,
+    /// Where it (last) listened: `http://ADDR`.
+    pub url: String,
 }
 
 impl Proxies {
@@ -361,6 +434,7 @@ impl Proxies {
                 bus,
                 running: Mutex::default(),
                 configured: Mutex::default(),
+                logs: Mutex::default(),
             }),
         }
     }
@@ -387,7 +461,8 @@ impl Proxies {
             .collect()
     }
 
-    /// Starts `spec` unless a proxy of that name runs.
+    /// Starts `spec` unless a proxy of that name runs; it writes on into the logs an
+    /// earlier proxy of that name left, if any.
     pub async fn start(&self, spec: ProxySpec) -> Result<Arc<Proxy>, String> {
         if self.get(&spec.name).is_some() {
             return Err(format!(
@@ -396,7 +471,17 @@ impl Proxies {
             ));
         }
         let name = spec.name.clone();
-        let proxy = Proxy::start(spec, self.inner.bus.clone())
+        let (traffic, browser) = {
+            let logs = self.inner.logs.lock().unwrap();
+            match logs.get(&name) {
+                Some(kept) => (kept.traffic.clone(), kept.browser.clone()),
+                None => (
+                    Arc::new(traffic::TrafficLog::new(spec.traffic_ring)),
+                    Arc::new(browser::BrowserLog::new(browser::RING)),
+                ),
+            }
+        };
+        let proxy = Proxy::start_with_logs(spec, self.inner.bus.clone(), traffic, browser)
             .await
             .map_err(|e| e.to_string())?;
         let proxy = Arc::new(proxy);
@@ -406,6 +491,17 @@ impl Proxies {
                 true => true,
                 false => {
                     running.insert(name.clone(), proxy.clone());
+                    self.inner.logs.lock().unwrap().insert(
+                        name.clone(),
+                        Kept {
+                            traffic: proxy.shared.traffic.clone(),
+                            browser: proxy.shared.browser.clone(),
+                            target: proxy.shared.target.url.clone(),
+                            url: proxy.url(),
+                            started_at: proxy.started_at,
+                            stopped_at: None,
+                        },
+                    );
                     false
                 }
             }
@@ -478,22 +574,72 @@ impl Proxies {
             .collect()
     }
 
-    /// Stops the named proxy; `false` when none runs by that name.
+    /// The logs of every proxy that ran in this registry, running or stopped, by name:
+    /// what `get_errors` gathers from, so that stopping or restarting a proxy does not
+    /// make its pages' errors vanish.
+    pub fn logs(&self) -> Vec<ProxyLogs> {
+        let running = self.inner.running.lock().unwrap();
+        let logs = self.inner.logs.lock().unwrap();
+        logs.iter()
+            .map(|(name, kept)| ProxyLogs {
+                name: name.clone(),
+                traffic: kept.traffic.clone(),
+                browser: kept.browser.clone(),
+                running: running.contains_key(name),
+                started_at: kept.started_at,
+                stopped_at: kept.stopped_at,
+                target: kept.target.clone(),
+                url: kept.url.clone(),
+            })
+            .collect()
+    }
+
+    /// The logs of the proxy `name`, running or stopped ([`Proxies::logs`]).
+    pub fn logs_of(&self, name: &str) -> Option<ProxyLogs> {
+        self.logs().into_iter().find(|l| l.name == name)
+    }
+
+    /// Stops the named proxy (its logs stay); `false` when none runs by that name.
     pub async fn stop(&self, name: &str) -> bool {
         let Some(proxy) = self.inner.running.lock().unwrap().remove(name) else {
             return false;
         };
+        self.stopped(&proxy);
         stop_shared(proxy).await;
         true
     }
 
-    /// Stops every proxy.
+    /// Stops every proxy (their logs stay).
     pub async fn stop_all(&self) {
         let all: Vec<_> = std::mem::take(&mut *self.inner.running.lock().unwrap())
             .into_values()
             .collect();
         for proxy in all {
+            self.stopped(&proxy);
             stop_shared(proxy).await;
+        }
+    }
+
+    /// Notes in its logs' record that `proxy` stopped, and forgets the logs of the
+    /// stopped proxies past [`STOPPED_LOGS_KEPT`], those stopped longest ago first.
+    fn stopped(&self, proxy: &Proxy) {
+        // Decoded source maps are memory a stopped proxy has no use for.
+        proxy.shared.browser.maps.clear();
+        let mut logs = self.inner.logs.lock().unwrap();
+        if let Some(kept) = logs.get_mut(proxy.name())
+            && Arc::ptr_eq(&kept.traffic, &proxy.shared.traffic)
+        {
+            kept.stopped_at = Some(SystemTime::now());
+        }
+        let mut stopped: Vec<(SystemTime, String)> = logs
+            .iter()
+            .filter_map(|(name, kept)| Some((kept.stopped_at?, name.clone())))
+            .collect();
+        if stopped.len() > STOPPED_LOGS_KEPT {
+            stopped.sort();
+            for (_, name) in stopped.iter().take(stopped.len() - STOPPED_LOGS_KEPT) {
+                logs.remove(name);
+            }
         }
     }
 }

@@ -138,6 +138,12 @@ impl SourceMaps {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Forgets every script and map (a proxy that stops, or starts again, perhaps in
+    /// front of another target).
+    pub(crate) fn clear(&self) {
+        *self.cache() = Cache::default();
+    }
+
     /// The estimated bytes of the decoded maps kept.
     #[cfg(test)]
     fn cached_bytes(&self) -> usize {

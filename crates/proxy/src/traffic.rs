@@ -159,8 +159,12 @@ impl TrafficQuery {
     }
 }
 
-/// The last N requests of one proxy, counts since it started, and the request ids it
-/// hands out.
+/// The last N requests of one proxy, counts since the log was made, and the request ids
+/// it hands out.
+///
+/// A [`crate::Proxies`] registry keeps one log per proxy name for the daemon's life: a
+/// proxy started again under the same name goes on writing into it (ids and request ids
+/// keep increasing).
 pub struct TrafficLog {
     ring: Mutex<Ring>,
     /// 8 random hex digits, this log's alone: the first part of every request id.
@@ -191,6 +195,15 @@ impl TrafficLog {
             prefix: random.iter().map(|b| format!("{b:02x}")).collect(),
             issued: AtomicU64::new(0),
         }
+    }
+
+    /// Keeps at most `capacity` entries from now on (the oldest go at once when there
+    /// are more): a proxy started again with another `traffic_ring`.
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        let mut ring = self.ring.lock().unwrap();
+        ring.capacity = capacity;
+        let over = ring.entries.len().saturating_sub(capacity);
+        ring.entries.drain(..over);
     }
 
     /// The first part of this log's request ids (`<prefix>-<n>`): 8 random hex digits,

@@ -5,13 +5,15 @@
 mod common;
 
 use common::*;
-use corral_events::Kind;
+use corral_events::{EventBus, Kind};
 use corral_proxy::browser::{BrowserEntry, BrowserQuery};
 use corral_proxy::traffic::{TrafficEntry, TrafficQuery};
-use corral_proxy::{Proxy, full};
+use corral_proxy::{Proxies, Proxy, ProxySpec, full};
 use hyper::Request;
 use hyper::body::Incoming;
 use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// A target that answers each request with the `X-Request-Id` it got (or `-`), and 500
 /// under `/fail`; with an `X-Corral-Request` of its own, which must not reach the browser.
@@ -341,4 +343,106 @@ async fn a_report_keeps_only_a_request_id_this_proxy_handed_out() {
     );
     other.stop().await;
     proxy.stop().await;
+}
+
+#[tokio::test]
+async fn logs_outlive_a_stop_and_go_on_under_the_same_name() {
+    let target = documents_target().await;
+    let bus = EventBus::new(1024);
+    let proxies = Proxies::new(bus);
+    let mut spec = ProxySpec::new("web", &target.url(), "127.0.0.1:0");
+    spec.inject = true;
+    let first = proxies.start(spec.clone()).await.unwrap();
+    let key = page_key(&first).await;
+    get(first.addr(), "/data").await;
+    let body = json!({"key": key, "page": format!("{}/", first.url()),
+                      "errors": [{"kind": "error", "message": "before the stop"}]});
+    assert_eq!(post_errors(&first, &body).await, 204);
+    browser_entries(&first, 1).await;
+    nth_entry(&first, 2).await;
+    let first_started = first.started_at();
+    let first_url = first.url();
+    drop(first);
+    assert!(proxies.stop("web").await);
+
+    // Stopped: still there, and said to be stopped.
+    let logs = proxies.logs();
+    assert_eq!(logs.len(), 1);
+    let stopped = &logs[0];
+    assert_eq!(stopped.name, "web");
+    assert!(!stopped.running);
+    assert!(stopped.stopped_at.is_some());
+    assert_eq!(stopped.started_at, first_started);
+    assert_eq!(stopped.target, target.url());
+    assert_eq!(stopped.url, first_url);
+    assert_eq!(stopped.traffic.total(), 2);
+    let browser = stopped.browser.query(&BrowserQuery::default());
+    assert_eq!(browser[0].message, "before the stop");
+
+    // Started again: the same logs, written on; ids go on from where they were.
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let second = proxies.start(spec.clone()).await.unwrap();
+    assert!(Arc::ptr_eq(&stopped.traffic, &proxies.logs()[0].traffic));
+    assert_eq!(second.row().requests, 0, "the row counts this run");
+    let key = page_key(&second).await;
+    let entry = nth_entry(&second, 3).await;
+    assert_eq!(entry.id, 3);
+    assert!(entry.request_id.ends_with("-3"), "{}", entry.request_id);
+    let body = json!({"key": key, "page": format!("{}/", second.url()),
+                      "errors": [{"kind": "error", "message": "after the restart"}]});
+    assert_eq!(post_errors(&second, &body).await, 204);
+    let both = browser_entries(&second, 2).await;
+    let messages: Vec<(u64, &str)> = both.iter().map(|e| (e.id, e.message.as_str())).collect();
+    assert_eq!(messages, [(1, "before the stop"), (2, "after the restart")]);
+    let now = proxies.logs_of("web").unwrap();
+    assert!(now.running && now.stopped_at.is_none());
+    assert!(now.started_at > first_started);
+    assert_eq!(second.row().requests, 1);
+    assert_eq!(second.row().browser_errors, 1);
+
+    // The logs of at most STOPPED_LOGS_KEPT stopped proxies are kept, the oldest go.
+    for i in 0..=corral_proxy::STOPPED_LOGS_KEPT {
+        let name = format!("adhoc{i:02}");
+        proxies
+            .start(ProxySpec::new(&name, &target.url(), "127.0.0.1:0"))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        assert!(proxies.stop(&name).await);
+    }
+    let names: Vec<String> = proxies.logs().into_iter().map(|l| l.name).collect();
+    assert_eq!(names.len(), corral_proxy::STOPPED_LOGS_KEPT + 1);
+    assert!(
+        names.contains(&"web".to_owned()),
+        "a running proxy's logs stay"
+    );
+    assert!(
+        !names.contains(&"adhoc00".to_owned()),
+        "the oldest stopped went"
+    );
+    assert!(names.contains(&"adhoc01".to_owned()));
+    proxies.stop_all().await;
+    assert!(proxies.logs().iter().all(|l| !l.running));
+    assert!(proxies.logs_of("web").is_some());
+}
+
+/// A proxy outside any registry still works as before: fresh logs per start.
+#[tokio::test]
+async fn a_proxy_started_alone_has_logs_of_its_own() {
+    let target = id_target().await;
+    let bus = EventBus::new(16);
+    let a = Proxy::start(
+        ProxySpec::new("a", &target.url(), "127.0.0.1:0"),
+        bus.clone(),
+    )
+    .await
+    .unwrap();
+    get(a.addr(), "/x").await;
+    nth_entry(&a, 1).await;
+    a.stop().await;
+    let b = Proxy::start(ProxySpec::new("a", &target.url(), "127.0.0.1:0"), bus)
+        .await
+        .unwrap();
+    assert_eq!(b.traffic().total(), 0);
+    b.stop().await;
 }
