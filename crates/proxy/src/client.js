@@ -95,8 +95,29 @@
     }
   }
 
-  function here() {
-    return caller(callStack());
+  // console.error's arguments as the console shows them: a first string's %s, %d, %i,
+  // %f, %o, %O and %c replaced by the arguments they take (%c's style dropped), the
+  // rest appended. React's warnings are format strings with the component stack as the
+  // last argument.
+  function format(args) {
+    var i = 1;
+    var out = "";
+    var first = args[0];
+    if (typeof first === "string") {
+      out = first.replace(/%([sdifoOc%])/g, function (m, c) {
+        if (c === "%") return "%";
+        if (i >= args.length) return m;
+        var a = args[i++];
+        if (c === "c") return "";
+        if (c === "d" || c === "i") return typeof a === "symbol" ? "NaN" : String(parseInt(a, 10));
+        if (c === "f") return typeof a === "symbol" ? "NaN" : String(parseFloat(a));
+        return describe(a);
+      });
+    } else if (args.length) {
+      out = describe(first);
+    }
+    for (; i < args.length; i++) out += " " + describe(args[i]);
+    return out;
   }
 
   function report(kind, message, stack, where, request) {
@@ -194,24 +215,29 @@
     w.console.error = function () {
       try {
         if (!busy) {
-          var parts = [];
           var stack = "";
           for (var i = 0; i < arguments.length; i++) {
-            parts.push(describe(arguments[i]));
             if (!stack && arguments[i] instanceof Error) stack = String(arguments[i].stack || "");
           }
           var site = callStack();
-          report("console.error", parts.join(" "), stack || site, caller(site));
+          report("console.error", format(arguments), stack || site, caller(site));
         }
       } catch (e) {}
       return origError.apply(this, arguments);
     };
   }
 
-  function failed(kind, method, url, status, statusText, excerpt, where, request) {
+  // The call site: its stack (where the app made the request, through whatever library)
+  // and its first frame.
+  function callSite() {
+    var stack = callStack();
+    return { stack: stack, where: caller(stack) };
+  }
+
+  function failed(kind, method, url, status, statusText, excerpt, site, request) {
     var message = (method || "GET").toUpperCase() + " " + url + " → " + status + (statusText ? " " + statusText : "");
     if (excerpt) message += ": " + cut(excerpt, EXCERPT_MAX);
-    report(kind, message, "", where, request);
+    report(kind, message, site.stack, site.where, request);
   }
 
   // The proxy's id of a request, from its response when it is a same-origin one (a
@@ -249,14 +275,14 @@
         var url = typeof input === "string" ? input : input && input.url ? input.url : String(input);
         var method = (init && init.method) || (input && input.method) || "GET";
         if (url.indexOf(SELF) < 0) {
-          var where = here();
+          var site = callSite();
           promise.then(
             function (res) {
               try {
                 if (res.status < 500) return;
                 var id = fetchRequestId(res);
                 if (!textual(res.headers.get("content-type"))) {
-                  failed("fetch", method, url, res.status, res.statusText, "", where, id);
+                  failed("fetch", method, url, res.status, res.statusText, "", site, id);
                   return;
                 }
                 res
@@ -264,10 +290,10 @@
                   .text()
                   .then(
                     function (text) {
-                      failed("fetch", method, url, res.status, res.statusText, text, where, id);
+                      failed("fetch", method, url, res.status, res.statusText, text, site, id);
                     },
                     function () {
-                      failed("fetch", method, url, res.status, res.statusText, "", where, id);
+                      failed("fetch", method, url, res.status, res.statusText, "", site, id);
                     }
                   );
               } catch (e) {}
@@ -275,7 +301,7 @@
             function (err) {
               try {
                 if (err && err.name === "AbortError") return;
-                report("fetch", (method || "GET").toUpperCase() + " " + url + " failed: " + describe(err), "", where);
+                report("fetch", (method || "GET").toUpperCase() + " " + url + " failed: " + describe(err), site.stack, site.where);
               } catch (e) {}
             }
           );
@@ -297,7 +323,7 @@
         var xhr = this;
         var req = xhr.__corral;
         if (req && req.url.indexOf(SELF) < 0) {
-          var where = here();
+          var site = callSite();
           var aborted = false;
           xhr.addEventListener("abort", function () {
             aborted = true;
@@ -310,9 +336,9 @@
                 if ((xhr.responseType === "" || xhr.responseType === "text") && textual(xhr.getResponseHeader("content-type"))) {
                   text = xhr.responseText;
                 }
-                failed("xhr", req.method, req.url, xhr.status, xhr.statusText, text, where, xhrRequestId(xhr));
+                failed("xhr", req.method, req.url, xhr.status, xhr.statusText, text, site, xhrRequestId(xhr));
               } else if (xhr.status === 0) {
-                report("xhr", req.method.toUpperCase() + " " + req.url + " failed: network error", "", where);
+                report("xhr", req.method.toUpperCase() + " " + req.url + " failed: network error", site.stack, site.where);
               }
             } catch (e) {}
           });

@@ -30,7 +30,10 @@ pub mod codec;
 mod forward;
 pub mod inject;
 mod sourcemap;
+mod stack;
 pub mod traffic;
+
+pub use stack::FRAMES_MAPPED;
 
 use bytes::Bytes;
 use corral_events::rows::ProxyRow;
@@ -682,11 +685,11 @@ pub mod fuzzing {
 
     /// The script locations of a `POST /__corral/errors` body that the source mapper
     /// would look up on the origin `127.0.0.1:5173` (path, line, column): each error's
-    /// `source` (at its `line`, `column`), then its stack's frames; `Err` when the
-    /// endpoint refuses the body. The fields are read as the endpoint reads them
-    /// ([`crate::browser`] keeps its reports' fields private).
+    /// `source` (at its `line`, `column`), then the frames of its stack and of its
+    /// message; `Err` when the endpoint refuses the body. The fields are read as the
+    /// endpoint reads them ([`crate::browser`] keeps its reports' fields private).
     pub fn report_locations(body: &[u8]) -> Result<Vec<(String, u32, u32)>, String> {
-        use crate::sourcemap::{frame, on_origin};
+        use crate::sourcemap::on_origin;
         crate::browser::parse_reports(body)?;
         let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
         let text = |v: &serde_json::Value, key: &str| {
@@ -705,11 +708,16 @@ pub mod fuzzing {
             if let Some(path) = on_origin(&text(error, "source"), &origins, &base) {
                 found.push((path, number(error, "line"), number(error, "column")));
             }
-            for line in text(error, "stack").lines() {
-                if let Some((url, line, column)) = frame(line)
-                    && let Some(path) = on_origin(url, &origins, &base)
-                {
-                    found.push((path, line, column));
+            for field in ["stack", "message"] {
+                for line in text(error, field).lines() {
+                    if let Some(frame) = crate::stack::parse(line)
+                        && let Some(path) = on_origin(frame.url, &origins, &base)
+                    {
+                        // What is replaced when the frame is shown: the URL and its position.
+                        assert!(line[frame.start..frame.end].starts_with(frame.url));
+                        let _ = crate::stack::display_path(&path);
+                        found.push((path, frame.line, frame.column));
+                    }
                 }
             }
         }

@@ -342,8 +342,13 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
             type_error.3 as u32 + 1
         )
     );
-    assert!(e.stack.contains("at renderUserList ("), "{e:#?}");
     assert_eq!(e.location, original_at(&original, "(user as User).foo", 15));
+    // Its stack, frame by frame, as mapped.
+    assert!(
+        e.stack
+            .contains(&format!("    at renderUserList ({})", e.location)),
+        "{e:#?}"
+    );
 
     let e = entry("console.error");
     assert_eq!(
@@ -352,6 +357,15 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
     );
     // V8 places a method call at the method's name.
     assert_eq!(e.location, original_at(&original, "console.error(", 8));
+    // The call stack: mountUserList's frame mapped; the bundler's wrapper, which calls it
+    // from a line no mapping covers, shown without the origin.
+    assert!(
+        e.stack
+            .contains(&format!("    at mountUserList ({})", e.location)),
+        "{e:#?}"
+    );
+    assert!(e.stack.contains("    at app.js:"), "{e:#?}");
+    assert!(!e.stack.contains("http://"), "{e:#?}");
 
     let e = entry("unhandledrejection");
     assert_eq!(e.message, "Unhandled rejection: Error: load failed");
@@ -363,6 +377,11 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
         r#"GET /api/users → 500 Internal Server Error: {"error":"database is down"}"#
     );
     assert_eq!(e.location, original_at(&original, "fetch(", 0));
+    assert!(
+        e.stack
+            .contains(&format!("    at mountUserList ({})", e.location)),
+        "the call site's stack: {e:#?}"
+    );
     let fetch_request = e.request.clone();
 
     // The proxy's traffic log has the failed request, with the message read out of it

@@ -4,6 +4,7 @@
 
 mod common;
 
+use bytes::Bytes;
 use common::*;
 use corral_events::{EventBus, Kind};
 use corral_proxy::browser::{BrowserEntry, BrowserQuery};
@@ -12,8 +13,9 @@ use corral_proxy::{Proxies, Proxy, ProxySpec, full};
 use hyper::Request;
 use hyper::body::Incoming;
 use serde_json::{Value, json};
-use std::sync::Arc;
-use std::time::Duration;
+use sourcemap::SourceMapBuilder;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// A target that answers each request with the `X-Request-Id` it got (or `-`), and 500
 /// under `/fail`; with an `X-Corral-Request` of its own, which must not reach the browser.
@@ -424,6 +426,185 @@ async fn logs_outlive_a_stop_and_go_on_under_the_same_name() {
     proxies.stop_all().await;
     assert!(proxies.logs().iter().all(|l| !l.running));
     assert!(proxies.logs_of("web").is_some());
+}
+
+/// A map of a generated script whose line `g` (0-based) is `source`'s line `o`, column
+/// `c` for column `c`, named as the generated line starts.
+fn line_map(file: &str, source: &str, lines: &[(u32, u32)]) -> Vec<u8> {
+    let mut b = SourceMapBuilder::new(Some(file));
+    let src = b.add_source(source);
+    for &(g, o) in lines {
+        for c in 0..200 {
+            b.add_raw(g, c, o, c, Some(src), None, false);
+        }
+    }
+    let mut out = Vec::new();
+    b.into_sourcemap().to_writer(&mut out).unwrap();
+    out
+}
+
+/// Standard base64, padded (for a `data:` URL).
+fn base64(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            match i <= chunk.len() {
+                true => out.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char),
+                false => out.push('='),
+            }
+        }
+    }
+    out
+}
+
+/// A dev server's scripts: `/src/UserList.tsx?t=…` (Vite's transformed module, its map
+/// inline: generated line 10 is the original's line 4, 11 is 5), and a pre-bundled
+/// package `/node_modules/.vite/deps/react-dom.js?v=…` whose map (beside it) points
+/// into `node_modules/react-dom/cjs/react-dom.development.js`; each script numbered
+/// `/src/many/N.js` has no map. `/slow.js` never answers. With the paths asked.
+async fn scripts_target() -> (Target, Arc<Mutex<Vec<String>>>) {
+    let user_map = line_map("UserList.tsx", "UserList.tsx", &[(9, 3), (10, 4)]);
+    let inline = base64(&user_map);
+    let user_js = Bytes::from(format!(
+        "{}//# sourceMappingURL=data:application/json;base64,{inline}\n",
+        "\n".repeat(12)
+    ));
+    let dom_map = Bytes::from(line_map(
+        "react-dom.js",
+        "../../react-dom/cjs/react-dom.development.js",
+        &[(99, 16000), (199, 20000)],
+    ));
+    let dom_js = Bytes::from("\n//# sourceMappingURL=react-dom.js.map\n");
+    let asked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = asked.clone();
+    let target = Target::start(move |req: Request<Incoming>| {
+        let path = req
+            .uri()
+            .path_and_query()
+            .map_or(String::new(), |p| p.to_string());
+        seen.lock().unwrap().push(path.clone());
+        let (user_js, dom_js, dom_map) = (user_js.clone(), dom_js.clone(), dom_map.clone());
+        async move {
+            let bare = path.split('?').next().unwrap_or("");
+            match bare {
+                "/" => response(200, "text/html", PAGE),
+                "/src/UserList.tsx" => response(200, "text/javascript", user_js),
+                "/node_modules/.vite/deps/react-dom.js" => response(200, "text/javascript", dom_js),
+                "/node_modules/.vite/deps/react-dom.js.map" => {
+                    response(200, "application/json", dom_map)
+                }
+                "/slow.js" => {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    response(200, "text/javascript", "")
+                }
+                p if p.starts_with("/src/many/") => response(200, "text/javascript", "var x;\n"),
+                _ => response(404, "text/plain", "no"),
+            }
+        }
+    })
+    .await;
+    (target, asked)
+}
+
+#[tokio::test]
+async fn stacks_are_mapped_frame_by_frame_and_located_in_the_apps_code() {
+    let (target, asked) = scripts_target().await;
+    let (proxy, _bus) = proxy_with(&target.url(), |s| s.inject = true).await;
+    let key = page_key(&proxy).await;
+    let o = proxy.url();
+    // React 18's console.error after a render error: called from react-dom (in the
+    // pre-bundled package), with a call stack of react-dom's alone (its commit runs from
+    // the scheduler), the component stack in the message.
+    let dom = format!("{o}/node_modules/.vite/deps/react-dom.js?v=ab12cd34");
+    let user = format!("{o}/src/UserList.tsx?t=1712345678");
+    let message = format!(
+        "The above error occurred in the <UserList> component:\n\n    at UserList \
+         ({user}:11:17)\n    at ul\n    at App ({o}/src/App.tsx:3:3)\n\nConsider adding an \
+         error boundary to your tree to customize error handling behavior."
+    );
+    let console_stack = format!(
+        "Error\n    at logCapturedError ({dom}:200:9)\n    at commitRoot ({dom}:100:5)\n    \
+         at https://cdn.example/scheduler.js:1:2"
+    );
+    // The TypeError itself: thrown in the component, through react-dom.
+    let error_stack = format!(
+        "TypeError: Cannot read properties of undefined (reading 'map')\n    at UserList \
+         ({user}:11:17)\n    at renderWithHooks ({dom}:100:20)\n    at {o}/slow.js:1:1"
+    );
+    let body = json!({"key": key, "page": format!("{o}/"), "errors": [
+        {"kind": "console.error", "message": message, "stack": console_stack,
+         "source": dom, "line": 200, "column": 9},
+        {"kind": "error", "message": "Uncaught TypeError: Cannot read properties of undefined (reading 'map')",
+         "stack": error_stack, "source": user, "line": 11, "column": 17},
+    ]});
+    let started = Instant::now();
+    assert_eq!(post_errors(&proxy, &body).await, 204);
+    let entries = browser_entries(&proxy, 2).await;
+    let waited = started.elapsed();
+
+    let console = &entries[0];
+    assert_eq!(
+        console.message,
+        "The above error occurred in the <UserList> component:\n\n    at UserList \
+         (UserList.tsx:5:17)\n    at ul\n    at App (src/App.tsx:3:3)\n\nConsider adding an \
+         error boundary to your tree to customize error handling behavior."
+            .replace("(UserList.tsx", "(src/UserList.tsx")
+    );
+    assert_eq!(
+        console.stack,
+        "Error\n    at logCapturedError \
+         (node_modules/react-dom/cjs/react-dom.development.js:20001:9)\n    at commitRoot \
+         (node_modules/react-dom/cjs/react-dom.development.js:16001:5)\n    at \
+         https://cdn.example/scheduler.js:1:2"
+    );
+    // Not react-dom's frame, nor the scheduler's: the component the stack names.
+    assert_eq!(console.location, "src/UserList.tsx:5:17");
+    // What the browser said stays as it said it.
+    assert_eq!((console.source.as_str(), console.line), (dom.as_str(), 200));
+
+    let error = &entries[1];
+    assert_eq!(
+        error.stack,
+        "TypeError: Cannot read properties of undefined (reading 'map')\n    at UserList \
+         (src/UserList.tsx:5:17)\n    at renderWithHooks \
+         (node_modules/react-dom/cjs/react-dom.development.js:16001:20)\n    at slow.js:1:1"
+    );
+    assert_eq!(error.location, "src/UserList.tsx:5:17");
+    // The frame on /slow.js waited for the batch's deadline, no longer.
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+    let asked_slow = asked.lock().unwrap().iter().any(|p| p == "/slow.js");
+    assert!(asked_slow);
+
+    // At most FRAMES_MAPPED frames of one error are looked up; the rest are shown
+    // without the origin, unmapped.
+    let deep: Vec<String> = (0..30)
+        .map(|i| format!("    at f{i} ({o}/src/many/{i}.js:1:1)"))
+        .collect();
+    let body = json!({"key": key, "page": format!("{o}/"), "errors": [
+        {"kind": "error", "message": "deep", "stack": format!("Error: deep\n{}", deep.join("\n"))}
+    ]});
+    asked.lock().unwrap().clear();
+    assert_eq!(post_errors(&proxy, &body).await, 204);
+    let entries = browser_entries(&proxy, 3).await;
+    let looked_up = asked
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|p| p.starts_with("/src/many/"))
+        .count();
+    assert_eq!(looked_up, corral_proxy::FRAMES_MAPPED);
+    assert!(
+        entries[2]
+            .stack
+            .ends_with("    at f29 (src/many/29.js:1:1)")
+    );
+    assert_eq!(entries[2].location, format!("{o}/src/many/0.js:1:1"));
+    proxy.stop().await;
 }
 
 /// A proxy outside any registry still works as before: fresh logs per start.
