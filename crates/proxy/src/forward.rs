@@ -165,7 +165,7 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The proxy's request id of an exchange, on its response to the browser.
-pub const X_CORRAL_REQUEST: HeaderName = HeaderName::from_static("x-corral-request");
+const X_CORRAL_REQUEST: HeaderName = HeaderName::from_static(crate::REQUEST_ID_HEADER);
 
 /// The `403` for a request whose `Host` (or absolute-form authority) the proxy does not
 /// serve, `None` for one it does.
