@@ -3,12 +3,26 @@
 //! * `GET /__corral/client.js`: the reporting script ([`SCRIPT`]) that [`crate::inject`]
 //!   puts into every HTML document.
 //! * `POST /__corral/errors`: what the script sends, `{"page": URL, "errors": [{kind,
-//!   message, stack, source, line, column, page}, …]}`, read leniently (unknown fields
-//!   are ignored, a missing one is empty). It is answered 204 at once; each error is
-//!   then source-mapped ([`crate::sourcemap`], within [`RESOLVE_TIMEOUT`] per batch),
-//!   recorded in the [`BrowserLog`] and announced as a `browser.error` event with
-//!   `proxy`, `error_kind` (`kind` is the event's own), `message`, `location`, `page`
-//!   and `count`.
+//!   message, stack, source, line, column, page, request}, …]}`, read leniently (unknown
+//!   fields are ignored, a missing one is empty). It is answered 204 at once; each error
+//!   is then source-mapped ([`crate::sourcemap`], within [`RESOLVE_TIMEOUT`] per batch):
+//!   its position, and the frames of its stack and of a component stack in its message
+//!   ([`crate::stack`], at most [`crate::stack::FRAMES_MAPPED`] per error); recorded in
+//!   the [`BrowserLog`] and announced as a `browser.error` event with `proxy`,
+//!   `error_kind` (`kind` is the event's own), `message`, `location`, `page`, `count`,
+//!   and `request` when it has one.
+//!
+//! # Where an error is
+//!
+//! Its `location` is the first of these that is the app's own code (on the page's
+//! origin, not under `node_modules`, `.vite/deps`, `/@vite/`, `/@react-refresh`, a
+//! webpack runtime, or the proxy's own script): its own position (where it was thrown,
+//! or where `console.error` was called), a frame of its stack, a frame of a component
+//! stack in its message (React 18 logs one after a render error). The original's
+//! `file:line:column` when mapped, else the browser's `URL:line:column`. When none is the
+//! app's (an error inside a package with no caller of the app's on the stack), it is
+//! its own position when that is on the origin, else its stack's first frame on the
+//! origin, as mapped; else the position as the browser gave it.
 //!
 //! # Who may report
 //!
@@ -158,6 +172,12 @@ pub struct BrowserEntry {
     /// How many times in a row this error came (the same kind, message, location and
     /// page).
     pub count: u32,
+    /// For a failed fetch or XHR: the proxy's id of that request
+    /// ([`crate::traffic::TrafficEntry::request_id`]), which the page's script read from
+    /// the response's `X-Corral-Request`. Only an id this proxy handed out is kept (a
+    /// page cannot point at another proxy's requests); for a repeat, the latest one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 impl BrowserEntry {
@@ -505,7 +525,12 @@ pub(crate) struct Report {
     line: u32,
     column: u32,
     page: String,
+    /// The `X-Corral-Request` of the failed request it is about, as the page sent it.
+    request: String,
 }
+
+/// The longest `request` read from a report (an id is `<8 hex>-<up to 20 digits>`).
+const REQUEST_MAX: usize = 64;
 
 /// Reads a report: `{"page": URL, "errors": [...]}`. Only a body that is not JSON, or
 /// has no `errors` array, is refused; an error that is not an object is skipped, a field
@@ -544,6 +569,7 @@ fn parse(body: &[u8]) -> Result<(Option<String>, Vec<Report>), String> {
                 page: Some(string(e, "page", FIELD_MAX))
                     .filter(|p| !p.is_empty())
                     .unwrap_or_else(|| page.clone()),
+                request: string(e, "request", REQUEST_MAX),
             }
         })
         .collect();
@@ -585,33 +611,108 @@ fn number(object: &Value, key: &str) -> u32 {
 async fn record_reports(shared: Arc<Shared>, origins: Vec<String>, reports: Vec<Report>) {
     let deadline = tokio::time::Instant::now() + RESOLVE_TIMEOUT;
     for report in reports {
-        let raw = raw_location(&report);
-        let location = tokio::time::timeout_at(deadline, locate(&shared, &origins, &report))
-            .await
-            .ok()
-            .flatten()
-            .unwrap_or(raw);
+        let resolved = resolve(&shared, &origins, &report, deadline).await;
+        let request = Some(report.request)
+            .filter(|id| !id.is_empty() && shared.traffic.is_own_request_id(id));
         let entry = shared.browser.record(BrowserEntry {
             proxy: shared.spec.name.clone(),
             kind: report.kind,
-            message: report.message,
-            stack: report.stack,
+            message: resolved.message,
+            stack: resolved.stack,
             source: report.source,
             line: report.line,
             column: report.column,
             page: report.page,
-            location,
+            location: resolved.location,
+            request,
             ..BrowserEntry::default()
         });
-        shared.bus.emit(
-            Event::new(Kind::BrowserError, Source::Browser)
-                .with("proxy", entry.proxy)
-                .with("error_kind", entry.kind)
-                .with("message", entry.message)
-                .with("location", entry.location)
-                .with("page", entry.page)
-                .with("count", entry.count),
-        );
+        let mut event = Event::new(Kind::BrowserError, Source::Browser)
+            .with("proxy", entry.proxy)
+            .with("error_kind", entry.kind)
+            .with("message", entry.message)
+            .with("location", entry.location)
+            .with("page", entry.page)
+            .with("count", entry.count);
+        if let Some(request) = entry.request {
+            event = event.with("request", request);
+        }
+        shared.bus.emit(event);
+    }
+}
+
+/// An error's message, stack and location, source-mapped.
+struct Resolved {
+    message: String,
+    stack: String,
+    location: String,
+}
+
+/// Maps what of `report` is on the origin (see the module's "Where an error is"): its
+/// own position, then its stack's frames and its message's, at most
+/// [`crate::stack::FRAMES_MAPPED`] frames, each lookup only while `deadline` has not
+/// passed (then the frames left are shown unmapped, without the origin).
+async fn resolve(
+    shared: &Shared,
+    origins: &[String],
+    report: &Report,
+    deadline: tokio::time::Instant,
+) -> Resolved {
+    use crate::stack::{Shown, cut, display_path, map_text};
+    let base = crate::sourcemap::on_origin(&report.page, origins, "/").unwrap_or("/".into());
+    let on_origin = |url: &str| {
+        crate::sourcemap::on_origin(url, origins, &base).filter(|path| !path.starts_with(PREFIX))
+    };
+    let lookup = |path: String, line: u32, column: u32| async move {
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        let found = shared.browser.maps.original(shared, &path, line, column);
+        tokio::time::timeout_at(deadline, found)
+            .await
+            .ok()
+            .flatten()
+    };
+
+    let raw = raw_location(report);
+    let own = match on_origin(&report.source) {
+        Some(path) if report.line > 0 => {
+            let mapped = lookup(path.clone(), report.line, report.column).await;
+            let shown = mapped.clone().unwrap_or_else(|| {
+                format!("{}:{}:{}", display_path(&path), report.line, report.column)
+            });
+            Some(Shown {
+                shown,
+                raw: raw.clone(),
+                mapped: mapped.is_some(),
+                on_origin: true,
+            })
+        }
+        _ => None,
+    };
+    let mut budget = crate::stack::FRAMES_MAPPED;
+    let (stack, stack_frames) = map_text(&report.stack, &mut budget, on_origin, lookup).await;
+    let (message, message_frames) = map_text(&report.message, &mut budget, on_origin, lookup).await;
+
+    let user = own
+        .iter()
+        .chain(&stack_frames)
+        .chain(&message_frames)
+        .find(|f| f.is_user_code());
+    let location = match (user, &own) {
+        (Some(user), _) => user.location().to_owned(),
+        // No frame of the app's: its own position, else its first frame on the origin.
+        (None, Some(own)) => own.location().to_owned(),
+        (None, None) => stack_frames
+            .iter()
+            .find(|f| f.on_origin)
+            .filter(|f| f.mapped)
+            .map_or(raw, |f| f.shown.clone()),
+    };
+    Resolved {
+        message: cut(message, MESSAGE_MAX),
+        stack: cut(stack, STACK_MAX),
+        location,
     }
 }
 
@@ -623,27 +724,6 @@ fn raw_location(report: &Report) -> String {
         (line, 0) => format!("{}:{line}", report.source),
         (line, column) => format!("{}:{line}:{column}", report.source),
     }
-}
-
-/// The source-mapped location of an error: its own position when its script is on the
-/// origin, else the first frame of its stack that is.
-async fn locate(shared: &Shared, origins: &[String], report: &Report) -> Option<String> {
-    let base = crate::sourcemap::on_origin(&report.page, origins, "/").unwrap_or("/".into());
-    let on_origin = |url: &str| {
-        crate::sourcemap::on_origin(url, origins, &base).filter(|path| !path.starts_with(PREFIX))
-    };
-    let (path, line, column) = match on_origin(&report.source) {
-        Some(path) if report.line > 0 => (path, report.line, report.column),
-        _ => report.stack.lines().find_map(|line| {
-            let (url, line, column) = crate::sourcemap::frame(line)?;
-            Some((on_origin(url)?, line, column))
-        })?,
-    };
-    shared
-        .browser
-        .maps
-        .original(shared, &path, line, column)
-        .await
 }
 
 fn text(status: StatusCode, body: String) -> Response<ProxyBody> {

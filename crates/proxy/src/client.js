@@ -3,7 +3,9 @@
 // It reports uncaught errors, unhandled promise rejections, console.error calls and
 // failed fetch/XHR requests to /__corral/errors, in batches. It must never change what
 // the page does: every wrapped function is called as before and its result returned
-// untouched, and everything of ours runs inside try/catch.
+// untouched, and everything of ours runs inside try/catch. A failed request's report
+// carries the proxy's id of it (the X-Corral-Request response header, same-origin
+// responses only), so that Corral can tell which request in its log the page saw fail.
 (function () {
   "use strict";
   var w = window;
@@ -32,6 +34,8 @@
   var MESSAGE_MAX = 2000;
   var STACK_MAX = 8000;
   var EXCERPT_MAX = 300;
+  // The shape of the proxy's request ids: 8 hex digits, a dash, a number.
+  var REQUEST_ID = /^[0-9a-f]{8}-[1-9][0-9]{0,19}$/;
 
   var queue = [];
   var reported = 0;
@@ -91,15 +95,36 @@
     }
   }
 
-  function here() {
-    return caller(callStack());
+  // console.error's arguments as the console shows them: a first string's %s, %d, %i,
+  // %f, %o, %O and %c replaced by the arguments they take (%c's style dropped), the
+  // rest appended. React's warnings are format strings with the component stack as the
+  // last argument.
+  function format(args) {
+    var i = 1;
+    var out = "";
+    var first = args[0];
+    if (typeof first === "string") {
+      out = first.replace(/%([sdifoOc%])/g, function (m, c) {
+        if (c === "%") return "%";
+        if (i >= args.length) return m;
+        var a = args[i++];
+        if (c === "c") return "";
+        if (c === "d" || c === "i") return typeof a === "symbol" ? "NaN" : String(parseInt(a, 10));
+        if (c === "f") return typeof a === "symbol" ? "NaN" : String(parseFloat(a));
+        return describe(a);
+      });
+    } else if (args.length) {
+      out = describe(first);
+    }
+    for (; i < args.length; i++) out += " " + describe(args[i]);
+    return out;
   }
 
-  function report(kind, message, stack, where) {
+  function report(kind, message, stack, where, request) {
     if (busy || reported >= MAX_PER_PAGE) return;
     reported++;
     where = where || caller(stack) || {};
-    queue.push({
+    var error = {
       kind: kind,
       message: cut(message, MESSAGE_MAX),
       stack: cut(stack, STACK_MAX),
@@ -108,7 +133,9 @@
       column: where.column || 0,
       page: String(location.href),
       time: new Date().toISOString()
-    });
+    };
+    if (request) error.request = request;
+    queue.push(error);
     if (queue.length >= BATCH) flush();
     else if (!timer) timer = setTimeout(flush, DELAY_MS);
   }
@@ -188,24 +215,53 @@
     w.console.error = function () {
       try {
         if (!busy) {
-          var parts = [];
           var stack = "";
           for (var i = 0; i < arguments.length; i++) {
-            parts.push(describe(arguments[i]));
             if (!stack && arguments[i] instanceof Error) stack = String(arguments[i].stack || "");
           }
           var site = callStack();
-          report("console.error", parts.join(" "), stack || site, caller(site));
+          report("console.error", format(arguments), stack || site, caller(site));
         }
       } catch (e) {}
       return origError.apply(this, arguments);
     };
   }
 
-  function failed(kind, method, url, status, statusText, excerpt, where) {
+  // The call site: its stack (where the app made the request, through whatever library)
+  // and its first frame.
+  function callSite() {
+    var stack = callStack();
+    return { stack: stack, where: caller(stack) };
+  }
+
+  function failed(kind, method, url, status, statusText, excerpt, site, request) {
     var message = (method || "GET").toUpperCase() + " " + url + " → " + status + (statusText ? " " + statusText : "");
     if (excerpt) message += ": " + cut(excerpt, EXCERPT_MAX);
-    report(kind, message, "", where);
+    report(kind, message, site.stack, site.where, request);
+  }
+
+  // The proxy's id of a request, from its response when it is a same-origin one (a
+  // "basic" fetch response; an XHR whose final URL is on this origin) and has the shape.
+  function checkedId(id) {
+    return id && REQUEST_ID.test(id) ? id : "";
+  }
+
+  function fetchRequestId(res) {
+    try {
+      return res.type === "basic" ? checkedId(res.headers.get("x-corral-request")) : "";
+    } catch (e) {
+      return "";
+    }
+  }
+
+  function xhrRequestId(xhr) {
+    try {
+      var url = xhr.responseURL;
+      if (!url || new URL(url, location.href).origin !== location.origin) return "";
+      return checkedId(xhr.getResponseHeader("x-corral-request"));
+    } catch (e) {
+      return "";
+    }
   }
 
   function textual(contentType) {
@@ -219,13 +275,14 @@
         var url = typeof input === "string" ? input : input && input.url ? input.url : String(input);
         var method = (init && init.method) || (input && input.method) || "GET";
         if (url.indexOf(SELF) < 0) {
-          var where = here();
+          var site = callSite();
           promise.then(
             function (res) {
               try {
                 if (res.status < 500) return;
+                var id = fetchRequestId(res);
                 if (!textual(res.headers.get("content-type"))) {
-                  failed("fetch", method, url, res.status, res.statusText, "", where);
+                  failed("fetch", method, url, res.status, res.statusText, "", site, id);
                   return;
                 }
                 res
@@ -233,10 +290,10 @@
                   .text()
                   .then(
                     function (text) {
-                      failed("fetch", method, url, res.status, res.statusText, text, where);
+                      failed("fetch", method, url, res.status, res.statusText, text, site, id);
                     },
                     function () {
-                      failed("fetch", method, url, res.status, res.statusText, "", where);
+                      failed("fetch", method, url, res.status, res.statusText, "", site, id);
                     }
                   );
               } catch (e) {}
@@ -244,7 +301,7 @@
             function (err) {
               try {
                 if (err && err.name === "AbortError") return;
-                report("fetch", (method || "GET").toUpperCase() + " " + url + " failed: " + describe(err), "", where);
+                report("fetch", (method || "GET").toUpperCase() + " " + url + " failed: " + describe(err), site.stack, site.where);
               } catch (e) {}
             }
           );
@@ -266,7 +323,7 @@
         var xhr = this;
         var req = xhr.__corral;
         if (req && req.url.indexOf(SELF) < 0) {
-          var where = here();
+          var site = callSite();
           var aborted = false;
           xhr.addEventListener("abort", function () {
             aborted = true;
@@ -279,9 +336,9 @@
                 if ((xhr.responseType === "" || xhr.responseType === "text") && textual(xhr.getResponseHeader("content-type"))) {
                   text = xhr.responseText;
                 }
-                failed("xhr", req.method, req.url, xhr.status, xhr.statusText, text, where);
+                failed("xhr", req.method, req.url, xhr.status, xhr.statusText, text, site, xhrRequestId(xhr));
               } else if (xhr.status === 0) {
-                report("xhr", req.method.toUpperCase() + " " + req.url + " failed: network error", "", where);
+                report("xhr", req.method.toUpperCase() + " " + req.url + " failed: network error", site.stack, site.where);
               }
             } catch (e) {}
           });

@@ -8,8 +8,11 @@
 //! What is rewritten, and why:
 //!
 //! * The request goes to `target base + path?query`, with `Host` the target's (a dev
-//!   server often checks it; `preserve_host` keeps the browser's) and `X-Forwarded-For`,
-//!   `-Host`, `-Proto` saying where it came from.
+//!   server often checks it; `preserve_host` keeps the browser's), `X-Forwarded-Host`
+//!   and `-Proto` saying where it came from (not `X-Forwarded-For`: see
+//!   [`rewrite_request`]), and `X-Request-Id`, the exchange's id, unless it has one.
+//! * Every response carries the proxy's id of the exchange as `X-Corral-Request` (the
+//!   injected script sends it back with the errors it reports about a failed fetch).
 //! * Hop-by-hop headers (`Connection` and what it names, `Keep-Alive`, `TE`, …) belong
 //!   to one connection and are dropped both ways: hyper frames each side itself.
 //! * An upgrade (WebSocket, Vite's HMR) keeps `Connection: upgrade` and `Upgrade`; on
@@ -79,9 +82,13 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
     // Dropped with this future when the client goes away: then it logs the exchange as
     // aborted.
     let mut exchange = Exchange::start(shared.clone(), &req);
+    let request_id = exchange.request_id.clone();
     let client_upgrade = wants_upgrade(req.headers()).then(|| hyper::upgrade::on(&mut req));
     let (mut parts, body) = req.into_parts();
     rewrite_request(&shared, &mut parts, client_upgrade.is_some());
+    if !parts.headers.contains_key(X_REQUEST_ID) {
+        parts.headers.insert(X_REQUEST_ID, request_id.clone());
+    }
     crate::inject::request(&shared, &mut parts);
     let body = Counted {
         inner: body,
@@ -119,6 +126,7 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
         exchange.finish(None, false);
         let (mut parts, _) = resp.into_parts();
         strip_hop_by_hop(&mut parts.headers, true);
+        parts.headers.insert(X_CORRAL_REQUEST, request_id);
         return Response::from_parts(parts, full(Bytes::new()));
     }
 
@@ -126,15 +134,38 @@ async fn forward(shared: Arc<Shared>, mut req: Request<Incoming>) -> Response<Pr
     strip_hop_by_hop(&mut parts.headers, false);
     rewrite_location(&shared, &mut parts.headers);
     rewrite_cookies(shared.target.authority.host(), &mut parts.headers);
+    // Ours, whatever the target said (a proxy in front of another proxy: the outer one's).
+    parts.headers.insert(X_CORRAL_REQUEST, request_id.clone());
     let path = exchange.entry.url.clone();
+    let document = crate::inject::candidate(&shared, &parts, &body).then(|| {
+        let given_up = Arc::new(AtomicBool::new(false));
+        exchange.document = Some(given_up.clone());
+        given_up
+    });
     let body = Watched {
         inner: body,
         exchange,
     }
     .boxed_unsync();
-    let body = crate::inject::response(&shared, &path, &mut parts, body).await;
+    let (body, injected) = crate::inject::response(&shared, &path, &mut parts, body).await;
+    if let Some(given_up) = document
+        && !injected
+    {
+        // Passed untouched after all. Decided before the head goes out, but a small
+        // document may have been read (and recorded) whole by then.
+        given_up.store(true, Ordering::Relaxed);
+        if let Ok(id) = request_id.to_str() {
+            shared.traffic.not_a_document(id);
+        }
+    }
     Response::from_parts(parts, body)
 }
+
+/// The request id header the target gets (unless the request has its own).
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The proxy's request id of an exchange, on its response to the browser.
+const X_CORRAL_REQUEST: HeaderName = HeaderName::from_static(crate::REQUEST_ID_HEADER);
 
 /// The `403` for a request whose `Host` (or absolute-form authority) the proxy does not
 /// serve, `None` for one it does.
@@ -335,10 +366,6 @@ fn rewrite_request(shared: &Shared, parts: &mut request::Parts, upgrade: bool) {
     }
     parts.version = hyper::Version::HTTP_11;
 
-    let peer = parts
-        .extensions
-        .get::<corral_httpd::RemoteAddr>()
-        .map(|a| a.0.ip());
     let headers = &mut parts.headers;
     let browser_host = headers.get(header::HOST).cloned();
     strip_hop_by_hop(headers, upgrade);
@@ -350,18 +377,10 @@ fn rewrite_request(shared: &Shared, parts: &mut request::Parts, upgrade: bool) {
     if let Some(host) = browser_host {
         headers.insert("x-forwarded-host", host);
     }
-    if let Some(peer) = peer {
-        let mut chain: Vec<String> = headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .collect();
-        chain.push(peer.to_string());
-        if let Ok(v) = HeaderValue::from_str(&chain.join(", ")) {
-            headers.insert("x-forwarded-for", v);
-        }
-    }
+    // No `X-Forwarded-For`: the browser is on this machine, and a target that trusts the
+    // header from loopback (uvicorn does by default) would log the client as
+    // `127.0.0.1:0` instead of the proxy's connection, whose port ties the target's
+    // access line to the proxy's record. One the request brings passes untouched.
     headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
 }
 
@@ -528,6 +547,11 @@ struct Exchange {
     started: Instant,
     started_at: SystemTime,
     entry: TrafficEntry,
+    /// `entry.request_id` as a header value.
+    request_id: HeaderValue,
+    /// For an HTML document the script is to go into: set when it was passed untouched
+    /// after all (then it is no page load).
+    document: Option<Arc<AtomicBool>>,
     request: Arc<RequestStats>,
     /// For a response ≥ 400: its first bytes.
     excerpt: Option<Excerpt>,
@@ -549,6 +573,21 @@ impl Exchange {
             url.truncate(end);
         }
         let cross_site = cross_site(req.headers());
+        let request_id = shared.traffic.next_request_id();
+        // Hex, a dash and digits: always a valid header value.
+        let request_header = HeaderValue::from_str(&request_id)
+            .unwrap_or_else(|_| HeaderValue::from_static("invalid"));
+        let client_request_id = req.headers().get(X_REQUEST_ID).map(|v| {
+            let mut id = String::from_utf8_lossy(v.as_bytes()).into_owned();
+            if id.len() > crate::traffic::CLIENT_REQUEST_ID_MAX {
+                let mut end = crate::traffic::CLIENT_REQUEST_ID_MAX;
+                while !id.is_char_boundary(end) {
+                    end -= 1;
+                }
+                id.truncate(end);
+            }
+            id
+        });
         let entry = TrafficEntry {
             ts: corral_events::rfc3339(started_at),
             method: req.method().to_string(),
@@ -560,6 +599,8 @@ impl Exchange {
                 .and_then(|o| o.to_str().ok())
                 .filter(|_| cross_site)
                 .map(|o| o.chars().take(200).collect()),
+            request_id,
+            client_request_id,
             ..TrafficEntry::default()
         };
         Exchange {
@@ -567,6 +608,8 @@ impl Exchange {
             started: Instant::now(),
             started_at,
             entry,
+            request_id: request_header,
+            document: None,
             request: Arc::default(),
             excerpt: None,
             recorded: false,
@@ -594,7 +637,9 @@ impl Exchange {
 
     /// A transport error before the response head: logged, reported, and a `502`.
     fn fail(mut self, why: String) -> Response<ProxyBody> {
-        let page = bad_gateway(&self.shared, &why);
+        let mut page = bad_gateway(&self.shared, &why);
+        page.headers_mut()
+            .insert(X_CORRAL_REQUEST, self.request_id.clone());
         self.finish(Some(why), false);
         page
     }
@@ -608,6 +653,10 @@ impl Exchange {
         entry.total_ms = ms(self.started.elapsed());
         entry.request_bytes = self.request.bytes.load(Ordering::Relaxed);
         entry.aborted = aborted;
+        entry.document = self
+            .document
+            .as_ref()
+            .is_some_and(|given_up| !given_up.load(Ordering::Relaxed));
         if let Some(excerpt) = self.excerpt.take() {
             (entry.excerpt, entry.message) = excerpt.finish(entry.content_type.as_deref());
         }

@@ -105,23 +105,43 @@ pub(crate) fn request(shared: &Shared, parts: &mut request::Parts) {
     }
 }
 
+/// Whether the script is to go into this response from the target: injection is on, and
+/// it is a non-empty HTML document [`rewrite`] takes (it may still pass it untouched if
+/// a limit trips while the place is searched).
+pub(crate) fn candidate(shared: &Shared, parts: &response::Parts, body: &impl Body) -> bool {
+    shared.spec.inject && !body.is_end_stream() && rewritable(parts).is_some()
+}
+
 /// The body to send for a response from the target: `body` itself, or the rewritten
-/// document (then `parts` is fixed up: encoding, length, validators). `path` is the
-/// request's, for the event when a limit makes a document pass without the tag.
+/// document (then `parts` is fixed up: encoding, length, validators); and whether the
+/// script went in. `path` is the request's, for the event when a limit makes a document
+/// pass without the tag.
 pub(crate) async fn response(
     shared: &Shared,
     path: &str,
     parts: &mut response::Parts,
     body: ProxyBody,
-) -> ProxyBody {
+) -> (ProxyBody, bool) {
     if !shared.spec.inject {
-        return body;
+        return (body, false);
     }
-    let (body, skipped) = rewrite(parts, body, &shared.key).await;
-    if let Some(reason) = skipped {
+    let (body, outcome) = rewrite(parts, body, &shared.key).await;
+    if let Outcome::PassedUntouched(Some(reason)) = outcome {
         over_limit(shared, reason, path);
     }
-    body
+    (body, outcome == Outcome::Injected)
+}
+
+/// What [`rewrite`] did with a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// Not an HTML document to rewrite (or an empty one): passed as it is.
+    NotADocument,
+    /// The script goes in.
+    Injected,
+    /// A document passed untouched after all, with the limit that tripped, if one did
+    /// (none: the target's document did not decode).
+    PassedUntouched(Option<&'static str>),
 }
 
 /// [`response`] with injection on: the rewritten document, or `body` itself when it is
@@ -139,12 +159,12 @@ pub(crate) async fn rewrite(
     parts: &mut response::Parts,
     body: ProxyBody,
     key: &str,
-) -> (ProxyBody, Option<&'static str>) {
+) -> (ProxyBody, Outcome) {
     if body.is_end_stream() {
-        return (body, None);
+        return (body, Outcome::NotADocument);
     }
     let Some(coding) = rewritable(parts) else {
-        return (body, None);
+        return (body, Outcome::NotADocument);
     };
     let tag = script_tag(csp_nonce(&parts.headers).as_deref(), key);
     let mut doc = Injecting::new(body, coding, tag);
@@ -183,7 +203,10 @@ pub(crate) async fn rewrite(
     };
     if let Some(reason) = given_up {
         let rest = (!doc.ended).then_some(doc.inner);
-        return (Replay { kept, rest }.boxed_unsync(), reason);
+        return (
+            Replay { kept, rest }.boxed_unsync(),
+            Outcome::PassedUntouched(reason),
+        );
     }
     for name in [
         header::CONTENT_ENCODING,
@@ -194,7 +217,7 @@ pub(crate) async fn rewrite(
     ] {
         parts.headers.remove(name);
     }
-    (doc.boxed_unsync(), None)
+    (doc.boxed_unsync(), Outcome::Injected)
 }
 
 /// The target's frames read while deciding, then the rest of its body: a document

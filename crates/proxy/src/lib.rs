@@ -10,21 +10,30 @@
 //!   reports to ([`browser`]).
 //! * Everything else is forwarded to the target ([`forward`]): bodies stream both ways,
 //!   upgrades (WebSocket) are spliced, `Host` becomes the target's unless
-//!   `preserve_host`, `X-Forwarded-*` are added, and redirects and cookies that point at
-//!   the target are pointed back at the proxy. A transport error becomes a 502 page and a
+//!   `preserve_host`, `X-Forwarded-Host` and `-Proto` are added (not `-For`), the
+//!   exchange's request id goes up as `X-Request-Id` (unless the request has one) and
+//!   back as [`REQUEST_ID_HEADER`], and redirects and cookies that point at the target
+//!   are pointed back at the proxy. A transport error becomes a 502 page and a
 //!   `proxy.error` event.
 //!
 //! On the way back an HTML document gets the error script ([`inject`], streaming with
 //! lol_html, decoding gzip/br/deflate); every other response passes byte for byte, through
 //! a body wrapper that times it, counts it, and keeps the first bytes of an error
 //! response for the [`traffic`] log.
+//!
+//! The logs (traffic and browser errors) belong to the proxy's name, not to one run of
+//! it: [`Proxies`] keeps them for the daemon's life, through stops and restarts, and
+//! [`Proxies::logs`] hands them out, the stopped proxies' too.
 
 pub mod browser;
 pub mod codec;
 mod forward;
 pub mod inject;
 mod sourcemap;
+mod stack;
 pub mod traffic;
+
+pub use stack::FRAMES_MAPPED;
 
 use bytes::Bytes;
 use corral_events::rows::ProxyRow;
@@ -36,6 +45,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+
+/// The response header that carries the proxy's id of the exchange to the browser
+/// ([`traffic::TrafficEntry::request_id`]); the injected script sends it back with the
+/// error it reports about that request ([`browser::BrowserEntry::request`]).
+pub const REQUEST_ID_HEADER: &str = "x-corral-request";
 
 /// An error inside a body stream (the target's, a decoder's, the rewriter's).
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -160,8 +174,8 @@ pub(crate) struct Shared {
     /// Where the proxy listens (the address redirects and cookies are pointed back at).
     pub addr: SocketAddr,
     pub bus: EventBus,
-    pub traffic: traffic::TrafficLog,
-    pub browser: browser::BrowserLog,
+    pub traffic: Arc<traffic::TrafficLog>,
+    pub browser: Arc<browser::BrowserLog>,
     pub client: forward::Client,
     /// Ends the proxy's upgraded connections (WebSocket) when it stops.
     pub stop: CancellationToken,
@@ -192,12 +206,28 @@ pub struct Proxy {
     shared: Arc<Shared>,
     started: Instant,
     started_at: SystemTime,
+    /// The logs' counts when this run started (they may hold earlier runs'), for its row.
+    counted_before: (u64, u64, u64),
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Proxy {
     /// Binds the listen address and serves until [`Proxy::stop`]; emits `proxy.started`.
+    /// Its logs are new (see [`Proxies`] for logs that outlive a run).
     pub async fn start(spec: ProxySpec, bus: EventBus) -> Result<Proxy, StartError> {
+        let traffic = Arc::new(traffic::TrafficLog::new(spec.traffic_ring));
+        let browser = Arc::new(browser::BrowserLog::new(browser::RING));
+        Proxy::start_with_logs(spec, bus, traffic, browser).await
+    }
+
+    /// [`Proxy::start`], writing into logs that may hold an earlier run's records (the
+    /// traffic ring takes the spec's size).
+    pub(crate) async fn start_with_logs(
+        spec: ProxySpec,
+        bus: EventBus,
+        traffic: Arc<traffic::TrafficLog>,
+        browser: Arc<browser::BrowserLog>,
+    ) -> Result<Proxy, StartError> {
         let target = Target::parse(&spec.target).map_err(|why| StartError::Target {
             name: spec.name.clone(),
             target: spec.target.clone(),
@@ -217,9 +247,13 @@ impl Proxy {
             source,
         })?;
         let stop = CancellationToken::new();
+        traffic.set_capacity(spec.traffic_ring);
+        // Maps read from an earlier run's target are not this one's.
+        browser.maps.clear();
+        let counted_before = (traffic.total(), traffic.errors(), browser.total());
         let shared = Arc::new(Shared {
-            traffic: traffic::TrafficLog::new(spec.traffic_ring),
-            browser: browser::BrowserLog::new(browser::RING),
+            traffic,
+            browser,
             client: forward::client(),
             spec,
             target,
@@ -248,6 +282,7 @@ impl Proxy {
             shared,
             started: Instant::now(),
             started_at: whole_milliseconds(SystemTime::now()),
+            counted_before,
             task,
         })
     }
@@ -270,9 +305,10 @@ impl Proxy {
         self.shared.origin()
     }
 
-    /// When it started listening: what its log holds from before is not this run's. In
-    /// whole milliseconds, as its records' timestamps are: a request in its first
-    /// millisecond is not before it.
+    /// When it started listening: what its logs hold from before is an earlier run's
+    /// (under [`Proxies`], a proxy started again under the same name writes on into the
+    /// same logs). In whole milliseconds, as its records' timestamps are: a request in its
+    /// first millisecond is not before it.
     pub fn started_at(&self) -> SystemTime {
         self.started_at
     }
@@ -291,17 +327,18 @@ impl Proxy {
         &self.shared.key
     }
 
-    /// Its row in `corral ps`.
+    /// Its row in `corral ps`: the counts are this run's.
     pub fn row(&self) -> ProxyRow {
+        let (requests, errors, browser_errors) = self.counted_before;
         ProxyRow {
             name: self.shared.spec.name.clone(),
             url: self.url(),
             target: self.shared.target.url.clone(),
             uptime_s: self.started.elapsed().as_secs(),
             started_at: corral_events::rfc3339(self.started_at),
-            requests: self.shared.traffic.total(),
-            errors: self.shared.traffic.errors(),
-            browser_errors: self.shared.browser.total(),
+            requests: self.shared.traffic.total().saturating_sub(requests),
+            errors: self.shared.traffic.errors().saturating_sub(errors),
+            browser_errors: self.shared.browser.total().saturating_sub(browser_errors),
         }
     }
 
@@ -333,17 +370,63 @@ pub fn proxy_limits() -> corral_httpd::Limits {
     }
 }
 
-/// The proxies of a daemon: the configured ones (`[proxies.NAME]`, replaced by a reload)
-/// and the running ones, by name. Cloning shares them.
+/// The proxies of a daemon: the configured ones (`[proxies.NAME]`, replaced by a reload),
+/// the running ones, and the logs of every proxy that ran, by name. Cloning shares them.
+///
+/// # Logs outlive runs
+///
+/// A proxy's traffic and browser logs belong to its name for the daemon's life: stopping
+/// it keeps them (still queryable through [`Proxies::logs`]), and a proxy started again
+/// under the same name writes on into them, its ids (entry ids and request ids) going on
+/// from where they were. Memory stays bounded by the rings' caps, per name; the logs of
+/// at most [`STOPPED_LOGS_KEPT`] stopped proxies are kept, those stopped longest ago
+/// going first.
 #[derive(Clone)]
 pub struct Proxies {
     inner: Arc<Registry>,
 }
 
+/// How many stopped proxies' logs [`Proxies`] keeps (ad-hoc proxies under ever new names
+/// must not grow the daemon without bound).
+pub const STOPPED_LOGS_KEPT: usize = 32;
+
 struct Registry {
     bus: EventBus,
     running: Mutex<BTreeMap<String, Arc<Proxy>>>,
     configured: Mutex<BTreeMap<String, ProxySpec>>,
+    /// Locked after `running` when both are.
+    logs: Mutex<BTreeMap<String, Kept>>,
+}
+
+/// The logs of one proxy name, and what its last run was.
+struct Kept {
+    traffic: Arc<traffic::TrafficLog>,
+    browser: Arc<browser::BrowserLog>,
+    target: String,
+    url: String,
+    started_at: SystemTime,
+    stopped_at: Option<SystemTime>,
+}
+
+/// The logs of one proxy, running or stopped, from [`Proxies::logs`].
+#[derive(Clone)]
+pub struct ProxyLogs {
+    pub name: String,
+    /// Its traffic, across its runs under this name.
+    pub traffic: Arc<traffic::TrafficLog>,
+    /// The errors its pages reported, across its runs under this name.
+    pub browser: Arc<browser::BrowserLog>,
+    /// Whether it runs now.
+    pub running: bool,
+    /// When it (last) started listening, in whole milliseconds ([`Proxy::started_at`]):
+    /// what the logs hold from before is an earlier run's.
+    pub started_at: SystemTime,
+    /// When it was last stopped; `None` while it runs.
+    pub stopped_at: Option<SystemTime>,
+    /// Its (last) target, as configured.
+    pub target: String,
+    /// Where it (last) listened: `http://ADDR`.
+    pub url: String,
 }
 
 impl Proxies {
@@ -354,6 +437,7 @@ impl Proxies {
                 bus,
                 running: Mutex::default(),
                 configured: Mutex::default(),
+                logs: Mutex::default(),
             }),
         }
     }
@@ -380,7 +464,8 @@ impl Proxies {
             .collect()
     }
 
-    /// Starts `spec` unless a proxy of that name runs.
+    /// Starts `spec` unless a proxy of that name runs; it writes on into the logs an
+    /// earlier proxy of that name left, if any.
     pub async fn start(&self, spec: ProxySpec) -> Result<Arc<Proxy>, String> {
         if self.get(&spec.name).is_some() {
             return Err(format!(
@@ -389,7 +474,17 @@ impl Proxies {
             ));
         }
         let name = spec.name.clone();
-        let proxy = Proxy::start(spec, self.inner.bus.clone())
+        let (traffic, browser) = {
+            let logs = self.inner.logs.lock().unwrap();
+            match logs.get(&name) {
+                Some(kept) => (kept.traffic.clone(), kept.browser.clone()),
+                None => (
+                    Arc::new(traffic::TrafficLog::new(spec.traffic_ring)),
+                    Arc::new(browser::BrowserLog::new(browser::RING)),
+                ),
+            }
+        };
+        let proxy = Proxy::start_with_logs(spec, self.inner.bus.clone(), traffic, browser)
             .await
             .map_err(|e| e.to_string())?;
         let proxy = Arc::new(proxy);
@@ -399,6 +494,17 @@ impl Proxies {
                 true => true,
                 false => {
                     running.insert(name.clone(), proxy.clone());
+                    self.inner.logs.lock().unwrap().insert(
+                        name.clone(),
+                        Kept {
+                            traffic: proxy.shared.traffic.clone(),
+                            browser: proxy.shared.browser.clone(),
+                            target: proxy.shared.target.url.clone(),
+                            url: proxy.url(),
+                            started_at: proxy.started_at,
+                            stopped_at: None,
+                        },
+                    );
                     false
                 }
             }
@@ -471,22 +577,72 @@ impl Proxies {
             .collect()
     }
 
-    /// Stops the named proxy; `false` when none runs by that name.
+    /// The logs of every proxy that ran in this registry, running or stopped, by name:
+    /// what `get_errors` gathers from, so that stopping or restarting a proxy does not
+    /// make its pages' errors vanish.
+    pub fn logs(&self) -> Vec<ProxyLogs> {
+        let running = self.inner.running.lock().unwrap();
+        let logs = self.inner.logs.lock().unwrap();
+        logs.iter()
+            .map(|(name, kept)| ProxyLogs {
+                name: name.clone(),
+                traffic: kept.traffic.clone(),
+                browser: kept.browser.clone(),
+                running: running.contains_key(name),
+                started_at: kept.started_at,
+                stopped_at: kept.stopped_at,
+                target: kept.target.clone(),
+                url: kept.url.clone(),
+            })
+            .collect()
+    }
+
+    /// The logs of the proxy `name`, running or stopped ([`Proxies::logs`]).
+    pub fn logs_of(&self, name: &str) -> Option<ProxyLogs> {
+        self.logs().into_iter().find(|l| l.name == name)
+    }
+
+    /// Stops the named proxy (its logs stay); `false` when none runs by that name.
     pub async fn stop(&self, name: &str) -> bool {
         let Some(proxy) = self.inner.running.lock().unwrap().remove(name) else {
             return false;
         };
+        self.stopped(&proxy);
         stop_shared(proxy).await;
         true
     }
 
-    /// Stops every proxy.
+    /// Stops every proxy (their logs stay).
     pub async fn stop_all(&self) {
         let all: Vec<_> = std::mem::take(&mut *self.inner.running.lock().unwrap())
             .into_values()
             .collect();
         for proxy in all {
+            self.stopped(&proxy);
             stop_shared(proxy).await;
+        }
+    }
+
+    /// Notes in its logs' record that `proxy` stopped, and forgets the logs of the
+    /// stopped proxies past [`STOPPED_LOGS_KEPT`], those stopped longest ago first.
+    fn stopped(&self, proxy: &Proxy) {
+        // Decoded source maps are memory a stopped proxy has no use for.
+        proxy.shared.browser.maps.clear();
+        let mut logs = self.inner.logs.lock().unwrap();
+        if let Some(kept) = logs.get_mut(proxy.name())
+            && Arc::ptr_eq(&kept.traffic, &proxy.shared.traffic)
+        {
+            kept.stopped_at = Some(SystemTime::now());
+        }
+        let mut stopped: Vec<(SystemTime, String)> = logs
+            .iter()
+            .filter_map(|(name, kept)| Some((kept.stopped_at?, name.clone())))
+            .collect();
+        if stopped.len() > STOPPED_LOGS_KEPT {
+            stopped.sort();
+            for (_, name) in stopped.iter().take(stopped.len() - STOPPED_LOGS_KEPT) {
+                logs.remove(name);
+            }
         }
     }
 }
@@ -529,11 +685,11 @@ pub mod fuzzing {
 
     /// The script locations of a `POST /__corral/errors` body that the source mapper
     /// would look up on the origin `127.0.0.1:5173` (path, line, column): each error's
-    /// `source` (at its `line`, `column`), then its stack's frames; `Err` when the
-    /// endpoint refuses the body. The fields are read as the endpoint reads them
-    /// ([`crate::browser`] keeps its reports' fields private).
+    /// `source` (at its `line`, `column`), then the frames of its stack and of its
+    /// message; `Err` when the endpoint refuses the body. The fields are read as the
+    /// endpoint reads them ([`crate::browser`] keeps its reports' fields private).
     pub fn report_locations(body: &[u8]) -> Result<Vec<(String, u32, u32)>, String> {
-        use crate::sourcemap::{frame, on_origin};
+        use crate::sourcemap::on_origin;
         crate::browser::parse_reports(body)?;
         let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| e.to_string())?;
         let text = |v: &serde_json::Value, key: &str| {
@@ -552,11 +708,16 @@ pub mod fuzzing {
             if let Some(path) = on_origin(&text(error, "source"), &origins, &base) {
                 found.push((path, number(error, "line"), number(error, "column")));
             }
-            for line in text(error, "stack").lines() {
-                if let Some((url, line, column)) = frame(line)
-                    && let Some(path) = on_origin(url, &origins, &base)
-                {
-                    found.push((path, line, column));
+            for field in ["stack", "message"] {
+                for line in text(error, field).lines() {
+                    if let Some(frame) = crate::stack::parse(line)
+                        && let Some(path) = on_origin(frame.url, &origins, &base)
+                    {
+                        // What is replaced when the frame is shown: the URL and its position.
+                        assert!(line[frame.start..frame.end].starts_with(frame.url));
+                        let _ = crate::stack::display_path(&path);
+                        found.push((path, frame.line, frame.column));
+                    }
                 }
             }
         }

@@ -138,6 +138,12 @@ impl SourceMaps {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Forgets every script and map (a proxy that stops, or starts again, perhaps in
+    /// front of another target).
+    pub(crate) fn clear(&self) {
+        *self.cache() = Cache::default();
+    }
+
     /// The estimated bytes of the decoded maps kept.
     #[cfg(test)]
     fn cached_bytes(&self) -> usize {
@@ -509,19 +515,6 @@ fn normalize(path: &str) -> String {
     format!("/{}{}", segments.join("/"), if trailing { "/" } else { "" })
 }
 
-/// A script location in one line of a stack trace: Chrome's `    at f (URL:L:C)` and
-/// `    at URL:L:C`, Firefox's and Safari's `f@URL:L:C`.
-pub(crate) fn frame(line: &str) -> Option<(&str, u32, u32)> {
-    let line = line.trim().trim_end_matches(')');
-    let (rest, column) = line.rsplit_once(':')?;
-    let (rest, row) = rest.rsplit_once(':')?;
-    let start = ["http://", "https://"]
-        .iter()
-        .filter_map(|scheme| rest.find(scheme))
-        .min()?;
-    Some((&rest[start..], row.parse().ok()?, column.parse().ok()?))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -563,24 +556,6 @@ mod tests {
             on_origin("../../maps/app.js.map?x", &origins, base).as_deref(),
             Some("/maps/app.js.map?x")
         );
-    }
-
-    #[test]
-    fn stack_frames_of_chrome_firefox_and_safari() {
-        assert_eq!(
-            frame("    at UserList (http://localhost:3000/static/js/bundle.js:1:4821)"),
-            Some(("http://localhost:3000/static/js/bundle.js", 1, 4821))
-        );
-        assert_eq!(
-            frame("    at http://localhost:3000/@fs/x/y.js?v=1:20:5"),
-            Some(("http://localhost:3000/@fs/x/y.js?v=1", 20, 5))
-        );
-        assert_eq!(
-            frame("render@http://127.0.0.1:5173/src/App.tsx:12:7"),
-            Some(("http://127.0.0.1:5173/src/App.tsx", 12, 7))
-        );
-        assert_eq!(frame("TypeError: x is undefined"), None);
-        assert_eq!(frame("    at <anonymous>"), None);
     }
 
     #[test]

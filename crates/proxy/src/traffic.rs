@@ -12,6 +12,7 @@ use crate::codec::{Coding, Decoder};
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::SystemTime;
 
 /// The default number of entries [`TrafficLog::query`] returns.
@@ -68,6 +69,24 @@ pub struct TrafficEntry {
     /// The request's `Origin`, when it was cross-site and had one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+    /// The proxy's id for this exchange, `<8 hex>-<n>` ([`TrafficLog::request_id_prefix`],
+    /// then a number counting the requests the log's proxy took, in the order they came
+    /// in). The browser gets it as `X-Corral-Request`, and the injected script sends it
+    /// back with the error it reports about a failed fetch or XHR
+    /// ([`crate::browser::BrowserEntry::request`]); the target gets it as `X-Request-Id`
+    /// unless the request had one of its own (`client_request_id`). Empty in entries
+    /// written before it existed.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub request_id: String,
+    /// The request's own `X-Request-Id`, which went to the target untouched in place of
+    /// `request_id` (kept here cut to [`CLIENT_REQUEST_ID_MAX`] bytes). What the target
+    /// saw is [`TrafficEntry::upstream_request_id`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub client_request_id: Option<String>,
+    /// The response was an HTML document the proxy put its error script into: a page
+    /// load (a document passed untouched, without the script, is not one).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub document: bool,
 }
 
 impl TrafficEntry {
@@ -81,7 +100,18 @@ impl TrafficEntry {
     pub fn is_error(&self) -> bool {
         self.status.is_some_and(|s| s >= 400) || self.error.is_some()
     }
+
+    /// The `X-Request-Id` the target got: the request's own when it had one, else the
+    /// proxy's `request_id`.
+    pub fn upstream_request_id(&self) -> &str {
+        self.client_request_id
+            .as_deref()
+            .unwrap_or(&self.request_id)
+    }
 }
+
+/// The most of a request's own `X-Request-Id` a [`TrafficEntry`] keeps.
+pub const CLIENT_REQUEST_ID_MAX: usize = 200;
 
 /// Where a query starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -129,9 +159,18 @@ impl TrafficQuery {
     }
 }
 
-/// The last N requests of one proxy, and counts since it started.
+/// The last N requests of one proxy, counts since the log was made, and the request ids
+/// it hands out.
+///
+/// A [`crate::Proxies`] registry keeps one log per proxy name for the daemon's life: a
+/// proxy started again under the same name goes on writing into it (ids and request ids
+/// keep increasing).
 pub struct TrafficLog {
     ring: Mutex<Ring>,
+    /// 8 random hex digits, this log's alone: the first part of every request id.
+    prefix: String,
+    /// Request ids handed out.
+    issued: AtomicU64,
 }
 
 struct Ring {
@@ -144,6 +183,8 @@ struct Ring {
 
 impl TrafficLog {
     pub fn new(capacity: usize) -> TrafficLog {
+        let mut random = [0u8; 4];
+        corral_httpd::random_bytes(&mut random);
         TrafficLog {
             ring: Mutex::new(Ring {
                 capacity,
@@ -151,7 +192,48 @@ impl TrafficLog {
                 total: 0,
                 errors: 0,
             }),
+            prefix: random.iter().map(|b| format!("{b:02x}")).collect(),
+            issued: AtomicU64::new(0),
         }
+    }
+
+    /// Keeps at most `capacity` entries from now on (the oldest go at once when there
+    /// are more): a proxy started again with another `traffic_ring`.
+    pub(crate) fn set_capacity(&self, capacity: usize) {
+        let mut ring = self.ring.lock().unwrap();
+        ring.capacity = capacity;
+        let over = ring.entries.len().saturating_sub(capacity);
+        ring.entries.drain(..over);
+    }
+
+    /// The first part of this log's request ids (`<prefix>-<n>`): 8 random hex digits,
+    /// so that one proxy's ids are not another's, and not guessable from outside.
+    pub fn request_id_prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// A new request id: `<prefix>-<n>`, n from 1.
+    pub(crate) fn next_request_id(&self) -> String {
+        let n = self.issued.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("{}-{n}", self.prefix)
+    }
+
+    /// Whether `id` is one this log handed out: its prefix, a dash, and a number (no
+    /// leading zero) no greater than the ids issued so far.
+    pub fn is_own_request_id(&self, id: &str) -> bool {
+        let Some(n) = id
+            .strip_prefix(self.prefix.as_str())
+            .and_then(|rest| rest.strip_prefix('-'))
+        else {
+            return false;
+        };
+        let canonical = !n.is_empty()
+            && n.len() <= 20
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !n.starts_with('0');
+        canonical
+            && n.parse::<u64>()
+                .is_ok_and(|n| n <= self.issued.load(Ordering::Relaxed))
     }
 
     /// Requests recorded since start (more than the ring holds).
@@ -178,6 +260,21 @@ impl TrafficLog {
             ring.entries.push_back((started, entry));
         }
         id
+    }
+
+    /// Marks the entry of `request_id`, if it is recorded, as no page load after all: its
+    /// document was passed untouched, decided only after the whole of it had gone by
+    /// (rare: a small document that is a compression bomb or does not decode).
+    pub(crate) fn not_a_document(&self, request_id: &str) {
+        let mut ring = self.ring.lock().unwrap();
+        if let Some((_, entry)) = ring
+            .entries
+            .iter_mut()
+            .rev()
+            .find(|(_, e)| e.request_id == request_id)
+        {
+            entry.document = false;
+        }
     }
 
     /// The newest entries that match, oldest first.

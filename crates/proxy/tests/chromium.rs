@@ -342,8 +342,13 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
             type_error.3 as u32 + 1
         )
     );
-    assert!(e.stack.contains("at renderUserList ("), "{e:#?}");
     assert_eq!(e.location, original_at(&original, "(user as User).foo", 15));
+    // Its stack, frame by frame, as mapped.
+    assert!(
+        e.stack
+            .contains(&format!("    at renderUserList ({})", e.location)),
+        "{e:#?}"
+    );
 
     let e = entry("console.error");
     assert_eq!(
@@ -352,6 +357,15 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
     );
     // V8 places a method call at the method's name.
     assert_eq!(e.location, original_at(&original, "console.error(", 8));
+    // The call stack: mountUserList's frame mapped; the bundler's wrapper, which calls it
+    // from a line no mapping covers, shown without the origin.
+    assert!(
+        e.stack
+            .contains(&format!("    at mountUserList ({})", e.location)),
+        "{e:#?}"
+    );
+    assert!(e.stack.contains("    at app.js:"), "{e:#?}");
+    assert!(!e.stack.contains("http://"), "{e:#?}");
 
     let e = entry("unhandledrejection");
     assert_eq!(e.message, "Unhandled rejection: Error: load failed");
@@ -363,6 +377,12 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
         r#"GET /api/users → 500 Internal Server Error: {"error":"database is down"}"#
     );
     assert_eq!(e.location, original_at(&original, "fetch(", 0));
+    assert!(
+        e.stack
+            .contains(&format!("    at mountUserList ({})", e.location)),
+        "the call site's stack: {e:#?}"
+    );
+    let fetch_request = e.request.clone();
 
     // The proxy's traffic log has the failed request, with the message read out of it
     // (among the errors may also be the browser's own /favicon.ico, a 404 here).
@@ -376,14 +396,21 @@ async fn page_errors_reach_corral_with_source_mapped_locations() {
     assert_eq!(failed[0].url, "/api/users");
     assert_eq!(failed[0].status, Some(500));
     assert_eq!(failed[0].message.as_deref(), Some("database is down"));
+    // The page's report names that very request, by the id the response carried.
+    assert_eq!(
+        fetch_request.as_deref(),
+        Some(failed[0].request_id.as_str()),
+        "{failed:#?}"
+    );
 
     // And it served the page and the script; the map was read from the target by Corral
     // (the browser does not ask for maps unless DevTools is open).
     let all = proxy.traffic().query(&TrafficQuery::default());
-    for path in ["/", "/app.js"] {
+    for (path, document) in [("/", true), ("/app.js", false)] {
         assert!(
-            all.iter().any(|t| t.url == path && t.status == Some(200)),
-            "{path} is not in the traffic log: {all:#?}"
+            all.iter()
+                .any(|t| t.url == path && t.status == Some(200) && t.document == document),
+            "{path} is not in the traffic log (a page load: {document}): {all:#?}"
         );
     }
     let asked = asked.lock().unwrap().clone();

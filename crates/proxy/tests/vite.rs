@@ -11,7 +11,8 @@ mod e2e;
 
 use common::get;
 use corral_events::EventBus;
-use corral_proxy::browser::BrowserQuery;
+use corral_proxy::browser::{BrowserEntry, BrowserQuery};
+use corral_proxy::traffic::TrafficQuery;
 use corral_proxy::{Proxy, ProxySpec};
 use e2e::chromium::Chromium;
 use e2e::proc::{TempDir, copy_tree};
@@ -336,4 +337,201 @@ async fn a_rebound_host_name_is_refused_through_the_proxy_as_vite_refuses_it() {
         local.text()
     );
     proxy.stop().await;
+}
+
+/// The browser log's entries, once one satisfies `until` (or panics with them).
+async fn browser_log_until(
+    proxy: &Proxy,
+    what: &str,
+    until: impl Fn(&[BrowserEntry]) -> bool,
+) -> Vec<BrowserEntry> {
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let log = proxy.browser().query(&BrowserQuery::default());
+        if until(&log) {
+            return log;
+        }
+        assert!(
+            Instant::now() < end,
+            "no {what} in the browser log within {DEADLINE:?}: {log:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A React-like app on Vite, in Chromium: a component throws while a library pre-bundled
+/// into `.vite/deps` renders it from its scheduler, logs React 18's "The above error
+/// occurred" with a component stack, and rethrows; the app's fetch gets a 500. Every
+/// frame Corral records is mapped through Vite's maps (the app's inline ones, the
+/// package's beside its bundle) and shown without the origin or `?v=`/`?t=`; the
+/// console.error points at the component, not the library; the failed fetch names the
+/// request the proxy logged, whose id the API saw. After an edit, the module comes back
+/// as `?t=…` and the frames follow the new lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_react_like_apps_errors_are_mapped_frame_by_frame_and_tied_to_their_request() {
+    let project = TempDir::new("vite-stack");
+    copy_tree(&fixtures().join("vite-stack"), project.path());
+    copy_tree(
+        &fixtures().join("vite-stack/packages/mini-react"),
+        &project.path().join("node_modules/mini-react"),
+    );
+    let (vite, proxy, _bus) = vite_behind_proxy(project.path()).await;
+    let chromium = Chromium::launch().await;
+    let page = chromium.page().await;
+    page.navigate(&format!("{}/", proxy.url()), DEADLINE)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", chromium.stderr_tail(), vite.output()));
+
+    let source = std::fs::read_to_string(project.path().join("src/UserList.ts")).unwrap();
+    let line = |text: &str| {
+        text.lines()
+            .position(|l| l.contains("u!.name"))
+            .expect("the bug's line") as u32
+            + 1
+    };
+    let bug = line(&source);
+    let at_bug = format!("src/UserList.ts:{bug}:");
+    let log = browser_log_until(&proxy, "the three errors", |log| {
+        ["error", "console.error", "fetch"]
+            .iter()
+            .all(|k| log.iter().any(|e| e.kind == *k))
+    })
+    .await;
+    let of = |kind: &str| log.iter().find(|e| e.kind == kind).unwrap().clone();
+    let context = || format!("{log:#?}\n{}", vite.output());
+
+    // The TypeError: where the component read the missing name, every frame mapped, the
+    // package's into its own file under node_modules.
+    let error = of("error");
+    assert!(
+        error
+            .message
+            .contains("Cannot read properties of null (reading 'name')"),
+        "{}",
+        context()
+    );
+    assert!(error.location.starts_with(&at_bug), "{}", context());
+    assert!(
+        error.stack.contains(&format!("    at UserList ({at_bug}")),
+        "{}",
+        context()
+    );
+    assert!(
+        error
+            .stack
+            .contains("    at renderWithHooks (node_modules/mini-react/index.js:"),
+        "{}",
+        context()
+    );
+    for entry in &log {
+        for shown in [&entry.stack, &entry.message] {
+            for gone in ["http://", "?v=", "?t="] {
+                assert!(!shown.contains(gone), "{gone} in {shown:?}\n{}", context());
+            }
+        }
+    }
+
+    // React's console.error: called by the library, so located by the component stack in
+    // its message, which is mapped too.
+    let logged = of("console.error");
+    assert!(
+        logged.message.starts_with(&format!(
+            "The above error occurred in the <UserList> component:\n\n    at UserList ({at_bug}"
+        )),
+        "{}",
+        context()
+    );
+    assert!(logged.message.contains("\n    at div\n"), "{}", context());
+    assert!(logged.location.starts_with(&at_bug), "{}", context());
+    assert!(
+        logged
+            .stack
+            .contains("    at logCapturedError (node_modules/mini-react/index.js:"),
+        "{}",
+        context()
+    );
+
+    // The failed fetch names the request in the proxy's log, which the API saw too.
+    let traffic = proxy.traffic().query(&TrafficQuery::default());
+    let api = traffic
+        .iter()
+        .find(|t| t.url == "/api/users")
+        .unwrap_or_else(|| panic!("{traffic:#?}"));
+    assert_eq!(api.status, Some(500));
+    let fetch = of("fetch");
+    assert_eq!(
+        fetch.request.as_deref(),
+        Some(api.request_id.as_str()),
+        "{}",
+        context()
+    );
+    assert!(
+        fetch
+            .message
+            .contains(&format!(r#""request_id":"{}""#, api.request_id)),
+        "{}",
+        context()
+    );
+    assert!(fetch.location.starts_with("src/main.ts:"), "{}", context());
+    // The page load, and only it.
+    let documents: Vec<&str> = traffic
+        .iter()
+        .filter(|t| t.document)
+        .map(|t| t.url.as_str())
+        .collect();
+    assert!(
+        !documents.is_empty() && documents.iter().all(|u| *u == "/"),
+        "{traffic:#?}"
+    );
+
+    // An edit moves the bug a line down; Vite's client imports the module again with
+    // `?t=`, the component throws again, and its frames follow.
+    let file = project.path().join("src/UserList.ts");
+    let end = Instant::now() + DEADLINE;
+    let moved = format!("src/UserList.ts:{}:", bug + 1);
+    for n in 1.. {
+        std::fs::write(&file, format!("// edit {n}\n{source}")).unwrap();
+        let seen = tokio::time::timeout(
+            EDIT_WINDOW,
+            browser_log_until(&proxy, "the error after the edit", |log| {
+                log.iter()
+                    .any(|e| e.kind == "console.error" && e.location.starts_with(&moved))
+            }),
+        )
+        .await;
+        if seen.is_ok() {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "no error after the edit: {}",
+            context()
+        );
+    }
+    let after = proxy.browser().query(&BrowserQuery::default());
+    let again = after
+        .iter()
+        .find(|e| e.kind == "console.error" && e.location.starts_with(&moved))
+        .unwrap();
+    assert!(
+        again.message.contains(&format!("    at UserList ({moved}")),
+        "{after:#?}"
+    );
+    let traffic = proxy.traffic().query(&TrafficQuery::default());
+    assert!(
+        traffic
+            .iter()
+            .any(|t| t.url.starts_with("/src/UserList.ts?t=")),
+        "the module came back with a cache-buster: {traffic:#?}"
+    );
+    for entry in &after {
+        assert!(
+            !entry.stack.contains("?t=") && !entry.message.contains("?t="),
+            "{entry:#?}"
+        );
+    }
+
+    chromium.close().await;
+    proxy.stop().await;
+    vite.stop().await;
 }
