@@ -12,7 +12,7 @@
 //! | a failed request (5xx) | the errors the process behind the proxy printed meanwhile | the process serving the target's port ([`Observation::unit`](crate::Observation::unit)), printed from 50 ms before the request to 1 s after its answer; when that process printed nothing then, the one process that did, closest in time (a dev server that proxies on to the backend) |
 //! | a transport error (no answer) | the crash, exit or failed start of a process | the same units, within 5 s either side, or any time while that process is down |
 //! | a page's failed fetch | the proxy's failed request | the request id the proxy gave it and the page echoed; else method, path and status, answered within 3 s before the report |
-//! | a page's error, rejection or `console.error` | the page's failed fetch | the same page, within 3 s before it (a rejection of the fetch's promise, React logging it again) |
+//! | a page's error, rejection or `console.error` | the page's failed fetch | the same page, reported within 3 s of it, before or after (a rejection of the fetch's promise, React logging it again; the fetch's report waits for the response body, so it may come second) |
 //!
 //! The root is the most telling member: an error a process printed (with a location
 //! before without), then a crash or exit, then the proxy's transport error, the failed
@@ -48,7 +48,8 @@ const AROUND_CRASH: Duration = Duration::from_secs(5);
 /// A page reports a failed fetch within this of the proxy's answer (it batches its
 /// reports for up to 250 ms; clocks are the same machine's).
 const FETCH_REPORT: Duration = Duration::from_secs(3);
-/// A page's error follows the failed fetch it comes from within this.
+/// A page's error and the failed fetch it comes from are reported within this of each
+/// other.
 const AFTER_FETCH: Duration = Duration::from_secs(3);
 
 /// How telling an entry is as a root cause: lower is better.
@@ -324,7 +325,9 @@ fn link(entries: &[Entry], facts: &[Facts], sets: &mut Sets) {
                         .occurrences
                         .iter()
                         .filter(|f| f.page.as_ref() == Some(page))
-                        .filter(|f| within(f.last, lo, o.last))
+                        // The fetch's report may come after the error's: it waits for
+                        // the response's body, the error does not.
+                        .filter(|f| within(f.last, lo, o.last + AFTER_FETCH))
                         .map(|f| distance(f.last, o.first, o.first))
                         .min()
                         .map(|d| (d, j))
@@ -538,6 +541,41 @@ mod tests {
             let mut want_sorted = want.clone();
             want_sorted.sort();
             assert_eq!(got_sorted, want_sorted, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_pages_error_joins_the_failed_fetch_reported_near_it() {
+        let fetch = |ms| {
+            Observation::new(
+                "browser",
+                "fetch",
+                Severity::Error,
+                "GET /api → 500",
+                at(ms),
+            )
+            .http(Http::new("GET", "/api", Some(500)))
+            .page("http://localhost:5173/users")
+        };
+        let error = |ms, page: &str| {
+            Observation::new("browser", "js", Severity::Error, "Error: no stats", at(ms)).page(page)
+        };
+        let users = "http://localhost:5173/users";
+        let cases = [
+            // Reported after the fetch, or before it (the fetch's report waits for the
+            // body): one incident, the page's error its root.
+            (vec![fetch(1_000), error(1_200, users)], 1),
+            (vec![fetch(1_300), error(1_100, users)], 1),
+            // Too far apart, or another page: two.
+            (vec![fetch(1_000), error(5_000, users)], 2),
+            (
+                vec![fetch(1_000), error(1_100, "http://localhost:5173/")],
+                2,
+            ),
+        ];
+        for (i, (obs, want)) in cases.into_iter().enumerate() {
+            let got = all(obs, &[], 10_000);
+            assert_eq!(got.len(), want, "case {i}: {:?}", shape(&got));
         }
     }
 

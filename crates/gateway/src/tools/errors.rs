@@ -208,15 +208,16 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
     match src.proxies {
         Some(proxies) => {
             let mut browser = false;
-            for p in proxies.list() {
-                let source = format!("proxy:{}", p.name());
+            // Stopped proxies' too: stopping a proxy fixes nothing.
+            for p in proxies.logs() {
+                let source = format!("proxy:{}", p.name);
                 // The dev process serving the proxy's target: its restarts and reloads
                 // fix what the proxy and the pages saw, and its output explains them.
                 let unit = src
                     .processes
-                    .zip(target_port(&p.spec().target))
+                    .zip(target_port(&p.target))
                     .and_then(|(processes, port)| processes.serving(port));
-                let traffic = p.traffic().query(&corral_proxy::traffic::TrafficQuery {
+                let traffic = p.traffic.query(&corral_proxy::traffic::TrafficQuery {
                     limit: Some(usize::MAX),
                     ..Default::default()
                 });
@@ -224,20 +225,31 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
                     if t.error.is_some() || t.status.is_some_and(|s| s >= 400) {
                         g.observations
                             .push(traffic_observation(&source, t, unit.as_deref(), raw));
-                    } else if t.status.is_some() && !t.aborted && !t.is_cross_site() {
-                        let at = when(&t.ts);
-                        let path = corral_errors::url_path(&t.url).to_owned();
+                        continue;
+                    }
+                    if t.status.is_none() || t.aborted || t.is_cross_site() {
+                        continue;
+                    }
+                    let at = when(&t.ts);
+                    let path = corral_errors::url_path(&t.url).to_owned();
+                    // A page served again: what it reported before may be fixed.
+                    if t.document {
                         g.fixes.push(Fix {
-                            scope: Scope::Request {
-                                method: t.method.to_ascii_uppercase(),
-                                path,
-                            },
-                            kind: FixKind::RequestOk,
+                            scope: Scope::Page(path.clone()),
+                            kind: FixKind::PageReloaded,
                             at,
                         });
                     }
+                    g.fixes.push(Fix {
+                        scope: Scope::Request {
+                            method: t.method.to_ascii_uppercase(),
+                            path,
+                        },
+                        kind: FixKind::RequestOk,
+                        at,
+                    });
                 }
-                let reports = p.browser().query(&corral_proxy::browser::BrowserQuery {
+                let reports = p.browser.query(&corral_proxy::browser::BrowserQuery {
                     limit: Some(usize::MAX),
                     ..Default::default()
                 });
@@ -479,7 +491,7 @@ fn traffic_observation(
         http: Some(Http::new(t.method.clone(), path, t.status).cross_site(t.is_cross_site())),
         raw: as_raw(raw, t),
         exchange: Some(Exchange {
-            id: Some(format!("{source}#{}", t.id)),
+            id: (!t.request_id.is_empty()).then(|| t.request_id.clone()),
             start: at,
             end: at + std::time::Duration::from_secs_f64(t.total_ms.max(0.0) / 1000.0),
         }),
@@ -507,6 +519,12 @@ fn browser_observation(
             .then(|| failed_fetch(&e.message))
             .flatten(),
         raw: as_raw(raw, e),
+        // The request a failed fetch was about, as the proxy named it to the page.
+        exchange: e.request.as_ref().map(|id| Exchange {
+            id: Some(id.clone()),
+            start: at,
+            end: at,
+        }),
         page: (!e.page.is_empty()).then(|| e.page.clone()),
         unit: unit.map(str::to_owned),
         ..Observation::new("browser", category, severity, &e.message, at)
@@ -556,6 +574,11 @@ pub async fn answer(
     // and completed any traceback still open.
     if let Some(alerts) = src.processes.and_then(|p| p.alerts()) {
         alerts.settle().await;
+        // A request that failed just now is explained by what its server prints next
+        // (uvicorn answers 500 before it logs the traceback).
+        if let Some(proxies) = src.proxies {
+            await_explanation(proxies, alerts).await;
+        }
     }
     let now = SystemTime::now();
     let text = |key: &str| -> Result<Option<&str>, String> {
@@ -647,6 +670,51 @@ pub async fn answer(
         }
     }
     Ok((report, raw))
+}
+
+/// How long after a failed request's answer its server's traceback may still come.
+const EXPLAINED_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// When a request failed (5xx) less than [`EXPLAINED_WITHIN`] ago and no error alert
+/// has come since it began, waits until one comes or that time is over: so that
+/// `get_errors` asked right after a failure gives the failure with its cause.
+async fn await_explanation(proxies: &Proxies, alerts: &corral_supervisor::alerts::Alerts) {
+    const POLL: std::time::Duration = std::time::Duration::from_millis(25);
+    let now = SystemTime::now();
+    let recent = proxies
+        .logs()
+        .iter()
+        .filter(|p| p.running)
+        .flat_map(|p| {
+            p.traffic.query(&corral_proxy::traffic::TrafficQuery {
+                errors_only: true,
+                limit: Some(8),
+                ..Default::default()
+            })
+        })
+        .filter(|t| t.error.is_none() && t.status.is_some_and(|s| s >= 500))
+        .map(|t| {
+            let start = when(&t.ts);
+            let end = start + std::time::Duration::from_secs_f64(t.total_ms.max(0.0) / 1000.0);
+            (start, end + EXPLAINED_WITHIN)
+        })
+        .filter(|(_, until)| *until > now)
+        .max_by_key(|(_, until)| *until);
+    let Some((start, until)) = recent else { return };
+    let since = AlertQuery {
+        since: Some(start),
+        severity: Some(corral_alerts::Severity::Error),
+        limit: Some(1),
+        ..AlertQuery::default()
+    };
+    let explained = || !alerts.query(&since).is_empty();
+    while !explained() {
+        let Ok(left) = until.duration_since(SystemTime::now()) else {
+            return;
+        };
+        tokio::time::sleep(left.min(POLL)).await;
+        alerts.settle().await;
+    }
 }
 
 /// The line a location (`file:line[:col]`, relative to the project root) points at,
