@@ -20,12 +20,6 @@ args = ["--grandchild", "--pid-file", "fx.pid"]
 command = "{fixture}"
 "#;
 
-fn ps(p: &Project) -> Value {
-    let r = p.run(&["ps", "--json"]);
-    assert_eq!(r.code(), 0, "{r:?}");
-    serde_json::from_str(&r.stdout()).unwrap()
-}
-
 fn server_pid(ps: &Value, name: &str) -> u32 {
     ps["servers"]
         .as_array()

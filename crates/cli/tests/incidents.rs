@@ -57,15 +57,10 @@ fn backend_behind_proxy() -> (Project, String) {
     ));
     p.write("api.py", BACKEND);
     assert_eq!(p.run(&["up", "-d"]).code(), 0);
-    let ps = || -> Value { serde_json::from_str(&p.run(&["ps", "--json"]).stdout()).unwrap() };
     wait_until("the backend ready", || {
-        ps()["processes"].as_array().is_some_and(|rows| {
-            rows.iter()
-                .any(|r| r["name"] == "api" && r["state"] == "ready")
-        })
+        process(&ps(&p), "api")["state"] == "ready"
     });
-    let ps = ps();
-    let url = ps["proxies"][0]["url"].as_str().unwrap().to_owned();
+    let url = ps(&p)["proxies"][0]["url"].as_str().unwrap().to_owned();
     let addr = url.strip_prefix("http://").unwrap().to_owned();
     (p, addr)
 }

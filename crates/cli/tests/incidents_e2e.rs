@@ -122,23 +122,6 @@ fn project(api_port: u16, web_port: u16) -> Project {
     p
 }
 
-fn ps(p: &Project) -> Value {
-    let r = p.run(&["ps", "--json"]);
-    assert_eq!(r.code(), 0, "{r:?}");
-    serde_json::from_str(&r.stdout()).unwrap()
-}
-
-/// Process `name`'s row of `ps`.
-fn process(ps: &Value, name: &str) -> Value {
-    ps["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|r| r["name"] == name)
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
 /// A process's log so far (`.corral/logs/NAME.log`), for waits and failure messages.
 fn log(p: &Project, name: &str) -> String {
     std::fs::read_to_string(p.dir.join(format!(".corral/logs/{name}.log"))).unwrap_or_default()

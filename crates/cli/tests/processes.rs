@@ -8,23 +8,6 @@ use serde_json::Value;
 use std::process::Stdio;
 use std::time::Instant;
 
-fn ps(p: &Project) -> Value {
-    let r = p.run(&["ps", "--json"]);
-    assert_eq!(r.code(), 0, "{r:?}");
-    serde_json::from_str(&r.stdout()).unwrap()
-}
-
-/// The `ps --json` row of process `name` (`Null` when there is none).
-fn process(ps: &Value, name: &str) -> Value {
-    ps["processes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == name)
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
 fn ready_pid(p: &Project, name: &str) -> u64 {
     let mut pid = 0;
     wait_until(&format!("process {name} ready"), || {

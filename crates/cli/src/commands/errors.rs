@@ -42,15 +42,25 @@ async fn journal(
     args: &Value,
 ) -> Result<(String, String, Value), Failure> {
     let paths = project::paths(cfg);
-    let servers = Default::default();
+    answer(cfg, &Default::default(), Some(&paths.journal), args).await
+}
+
+/// The report over `servers` (no processes or proxies: those run only in the daemon)
+/// and the journal when given, as text, colored text and JSON.
+async fn answer(
+    cfg: &corral_config::Config,
+    servers: &std::collections::BTreeMap<String, corral_supervisor::ServerHandle>,
+    journal: Option<&Path>,
+    args: &Value,
+) -> Result<(String, String, Value), Failure> {
     let src = corral_gateway::tools::errors::Sources {
-        servers: &servers,
+        servers,
         root: Some(&cfg.root),
         noise: &cfg.error_noise,
         processes: None,
         proxies: None,
         last_call: None,
-        history: Some((&paths.journal, None)),
+        history: journal.map(|j| (j, None)),
     };
     let (report, raw) = corral_gateway::tools::errors::answer(&src, args)
         .await
@@ -81,18 +91,7 @@ async fn here(
             return Err(Failure::Op("interrupted".into()));
         }
     }
-    let servers = run.supervisor.handles();
-    let src = corral_gateway::tools::errors::Sources {
-        servers: &servers,
-        root: Some(&cfg.root),
-        noise: &cfg.error_noise,
-        processes: None,
-        proxies: None,
-        last_call: None,
-        history: None,
-    };
-    let answer = corral_gateway::tools::errors::answer(&src, args).await;
+    let report = answer(cfg, &run.supervisor.handles(), None, args).await;
     run.stop().await;
-    let (report, raw) = answer.map_err(Failure::Usage)?;
-    Ok((report.text(), report.colored(), report.json(raw)))
+    report
 }

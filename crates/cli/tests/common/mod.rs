@@ -210,10 +210,26 @@ pub fn closed_addr() -> String {
 }
 
 /// Server `name`'s row of `corral ps --json` (a daemon must run).
-pub fn ps_row(p: &Project, name: &str) -> serde_json::Value {
+/// `corral ps --json`.
+pub fn ps(p: &Project) -> serde_json::Value {
     let r = p.run(&["ps", "--json"]);
     assert_eq!(r.code(), 0, "{r:?}");
-    let v: serde_json::Value = serde_json::from_str(&r.stdout()).unwrap();
+    serde_json::from_str(&r.stdout()).unwrap()
+}
+
+/// The `ps --json` row of process `name` (`Null` when there is none).
+pub fn process(ps: &serde_json::Value, name: &str) -> serde_json::Value {
+    ps["processes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|r| r["name"] == name)
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+pub fn ps_row(p: &Project, name: &str) -> serde_json::Value {
+    let v = ps(p);
     v["servers"]
         .as_array()
         .unwrap()
