@@ -37,6 +37,17 @@ pub(crate) enum Kind {
     Dotnet,
     Ruby,
     JsError,
+    // Build tools and package managers: see tools.rs.
+    Npm,
+    YarnBerry,
+    JavaDiag,
+    MavenGoal,
+    Gradle,
+    Ant,
+    GoCmd,
+    MsbuildSummary,
+    /// A log line at error level that a traceback may follow (see scanner.rs).
+    LogHeader,
 }
 
 impl Kind {
@@ -51,6 +62,9 @@ impl Kind {
             Kind::PySyntax | Kind::JavaBare => 2,
             Kind::Vite | Kind::Next => 1,
             Kind::GoTest | Kind::Webpack | Kind::Esbuild => 0,
+            Kind::Npm | Kind::Gradle | Kind::MsbuildSummary | Kind::LogHeader => 2,
+            Kind::YarnBerry | Kind::JavaDiag | Kind::MavenGoal | Kind::Ant => 1,
+            Kind::GoCmd => 0,
         }
     }
 }
@@ -115,6 +129,8 @@ pub(crate) struct Group {
     /// Next.js: the location line is still to come.
     expect_location: bool,
     in_backtrace: bool,
+    /// The state of the build tools' kinds (tools.rs).
+    pub(crate) tool: crate::tools::ToolState,
 }
 
 /// Whether `line` is a Python exception line: `ValueError: x`, `KeyboardInterrupt`,
@@ -187,6 +203,7 @@ impl Group {
             expect_message: false,
             expect_location: false,
             in_backtrace: false,
+            tool: Default::default(),
         };
         match kind {
             Kind::PySyntax | Kind::JavaBare | Kind::JsError => g.confirmed = false,
@@ -224,7 +241,19 @@ impl Group {
                     g.user_loc = Some(loc.clone());
                 }
             }
-            Kind::Webpack => g.expect_message = true,
+            Kind::Webpack => {
+                g.expect_message = true;
+                // fork-ts-checker: `ERROR in ./src/App.tsx:3:7`.
+                if g.header_loc.is_none() {
+                    g.header_loc = text("file").and_then(|f| parse_path_line_col(&f));
+                }
+            }
+            // `error while updating dependencies:`: the error is on the next line.
+            Kind::Vite => match text("what") {
+                Some(what) if what.ends_with(':') => g.expect_message = true,
+                Some(what) => g.message = Some(what),
+                None => {}
+            },
             Kind::Next => match g.message.take() {
                 // ` ⨯ ./app/page.tsx:3:1`: the location, the message on the next line.
                 Some(msg) if looks_like_path(&msg) => {
@@ -238,6 +267,11 @@ impl Group {
                     g.expect_message = true;
                 }
             },
+            k if k.is_tool() => {
+                if !crate::tools::start(&mut g, caps) {
+                    return None;
+                }
+            }
             _ => {}
         }
         Some(g)
@@ -351,6 +385,10 @@ impl Group {
             Kind::Vite => {
                 if blank {
                     Step::Skip
+                } else if self.expect_message {
+                    self.expect_message = false;
+                    self.message = Some(line.trim().to_owned());
+                    Step::Take
                 } else if indented(line) {
                     if let Some(at) = line.trim_start().strip_prefix("File: ")
                         && self.header_loc.is_none()
@@ -374,8 +412,18 @@ impl Group {
                     return Step::End;
                 }
                 if self.expect_message {
-                    self.message = Some(line.trim().to_owned());
-                    self.expect_message = false;
+                    match crate::tools::webpack_preamble(line) {
+                        // `Module build failed (from …):`, a loader's location line.
+                        Some(loc) => {
+                            if self.header_loc.is_none() {
+                                self.header_loc = loc;
+                            }
+                        }
+                        None => {
+                            self.message = Some(line.trim().to_owned());
+                            self.expect_message = false;
+                        }
+                    }
                 }
                 Step::Take
             }
@@ -446,13 +494,17 @@ impl Group {
                     Step::Take
                 } else if blank {
                     Step::Skip
-                } else if indented(line) || line.starts_with("Did you mean?") {
+                } else if indented(line)
+                    || line.starts_with("Did you mean?")
+                    || crate::tools::ruby_cause(line)
+                {
                     Step::Take
                 } else {
                     Step::Stray
                 }
             }
             Kind::JsError => self.js(line, blank, f),
+            _ => crate::tools::offer(self, line, blank),
         }
     }
 
@@ -654,6 +706,7 @@ impl Group {
             Kind::GoPanic | Kind::Dotnet | Kind::JsError => {
                 self.user_loc.clone().or_else(|| self.any_loc.clone())
             }
+            _ => self.header_loc.clone(),
         }
     }
 

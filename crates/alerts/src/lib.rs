@@ -107,14 +107,17 @@ mod frames;
 mod group;
 mod log;
 mod model;
+mod reload;
 mod rules;
 mod scanner;
+mod tools;
 
 use std::borrow::Cow;
 
 pub use clean::clean;
 pub use log::{AlertLog, AlertQuery, Recorded};
 pub use model::{Alert, Location, Severity, Stream, alert_id, stable_id};
+pub use reload::{Reload, ReloadPhase};
 pub use rules::{AlertRules, CATEGORIES, Limits};
 pub use scanner::Scanner;
 

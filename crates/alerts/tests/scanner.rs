@@ -600,6 +600,8 @@ fn alert(id_message: &str, source: &str, severity: Severity, at: SystemTime) -> 
         Severity::Warning => format!("main.c:1:1: warning: {id_message}"),
     };
     scanner.feed(&line, Stream::Stdout, at, &mut out);
+    // An error log line waits for the traceback it may announce.
+    scanner.finish(&mut out);
     out.pop().expect("an alert")
 }
 
