@@ -7,7 +7,7 @@
 #   scripts/capture-alert-fixtures.sh vite 'django*'  # only these groups (globs)
 #
 # Groups: rust python node tsc go java npm yarn nodemon webpack cra vite django flask
-# uvicorn maven gradle ruby.
+# uvicorn maven gradle ant ruby.
 #
 # The programs are written under a stable directory (CORRAL_FIXTURE_DIR, default
 # /tmp/corral-fixtures/<name>), so the paths inside the fixtures, and their diffs on
@@ -17,7 +17,7 @@
 #   tsc comes from `npx -y -p typescript tsc` (downloads TypeScript into npm's cache).
 #   go, javac, ruby, Maven, Gradle: `apt-get install -y golang-go default-jdk-headless
 #   ruby maven maven-debian-helper libmaven-compiler-plugin-java
-#   libmaven-resources-plugin-java junit5 gradle` on Debian (Maven runs offline on
+#   libmaven-resources-plugin-java junit5 gradle ant` on Debian (Maven runs offline on
 #   Debian's own repository, /usr/share/maven-repo).
 #   The Node tools (webpack, webpack-dev-server, react-dev-utils, Vite, nodemon, npm 9,
 #   yarn 1 and 4) are installed from npm, and Django, Flask, FastAPI and uvicorn from
@@ -279,18 +279,19 @@ fi
 
 # ---- Java without a stack, javac ----
 if want java && have javac && have java; then
-    fresh java_launcher_errors
-    cat >"$base/java_launcher_errors/Server.java" <<'JAVA'
+    fresh java_no_stack
+    cat >"$base/java_no_stack/Server.java" <<'JAVA'
 public class Server {
     public static void main(String[] args) {
         throw new IllegalStateException("PORT is not set");
     }
 }
 JAVA
-    (cd "$base/java_launcher_errors" && javac Server.java)
+    (cd "$base/java_no_stack" && javac Server.java)
     # A JVM started with -XX:-StackTraceInThrowable prints exceptions without frames.
-    capture java_launcher_errors sh -c \
-        'java -XX:-StackTraceInThrowable -cp . Server; java -cp . com.example.Missing'
+    capture java_no_stack java -XX:-StackTraceInThrowable -cp . Server
+    fresh java_main_class
+    capture java_main_class java -cp . com.example.Missing
 
     fresh javac_error
     cat >"$base/javac_error/App.java" <<'JAVA'
@@ -325,7 +326,9 @@ end
 
 puts fetch_status
 RB
-    capture ruby_errno sh -c 'ruby client.rb; ruby -e "File.read(%q(config/missing.yml))"'
+    capture ruby_errno ruby client.rb
+    fresh ruby_enoent
+    capture ruby_enoent ruby -e 'File.read("config/missing.yml")'
 fi
 
 # ---- npm (the machine's, 10+, and npm 9) ----
@@ -655,6 +658,20 @@ if want gradle && have gradle; then
     echo "apply plugin: 'java'" >"$base/gradle_build_failed/build.gradle"
     echo "rootProject.name = 'app'" >"$base/gradle_build_failed/settings.gradle"
     capture gradle_build_failed gradle --offline --no-daemon build
+fi
+
+if want ant && have ant; then
+    fresh ant_build_failed
+    java_app ant_build_failed
+    cat >"$base/ant_build_failed/build.xml" <<'XML'
+<project name="app" default="compile">
+  <target name="compile">
+    <mkdir dir="build"/>
+    <javac srcdir="src/main/java" destdir="build" includeantruntime="false"/>
+  </target>
+</project>
+XML
+    capture ant_build_failed ant
 fi
 
 # ---- tsc --watch: an error and its fix ----
