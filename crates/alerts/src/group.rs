@@ -62,7 +62,8 @@ impl Kind {
             Kind::PySyntax | Kind::JavaBare => 2,
             Kind::Vite | Kind::Next => 1,
             Kind::GoTest | Kind::Webpack | Kind::Esbuild => 0,
-            Kind::Npm | Kind::Gradle | Kind::MsbuildSummary | Kind::LogHeader => 2,
+            Kind::LogHeader => 3,
+            Kind::Npm | Kind::Gradle | Kind::MsbuildSummary => 2,
             Kind::YarnBerry | Kind::JavaDiag | Kind::MavenGoal | Kind::Ant => 1,
             Kind::GoCmd => 0,
         }
@@ -267,11 +268,7 @@ impl Group {
                     g.expect_message = true;
                 }
             },
-            k if k.is_tool() => {
-                if !crate::tools::start(&mut g, caps) {
-                    return None;
-                }
-            }
+            k if k.is_tool() && !crate::tools::start(&mut g, caps) => return None,
             _ => {}
         }
         Some(g)
