@@ -72,13 +72,13 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "vite",
         signal: SUCCEEDED,
-        literals: &["hmr update ", "page reload ", "server restarted."],
+        literals: &["[vite]"],
         regex: r"\[vite\] (?:\(\w+\) )?(?:hmr update |page reload |server restarted\.)",
     },
     ReloadSpec {
         tool: "vite",
         signal: STARTED,
-        literals: &["restarting server..."],
+        literals: &["[vite]"],
         regex: r"\[vite\] (?:\(\w+\) )?\S+ changed, restarting server\.\.\.",
     },
     // Next.js 13.4+: ` ○ Compiling /page ...`, ` ✓ Compiled /page in 1.2s (512 modules)`.
@@ -99,7 +99,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "webpack",
         signal: SUCCEEDED,
-        literals: &["ompiled successfully", "ompiled with "],
+        literals: &["webpack "],
         regex: r"webpack \d+\.\d+\.\d+\)? compiled (?:successfully|with \d+ warnings?) in \d",
     },
     // Create React App (react-dev-utils) and webpack-dev-middleware 3 (`｢wdm｣: …`).
@@ -112,7 +112,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "webpack",
         signal: SUCCEEDED,
-        literals: &["ompiled successfully", "ompiled with "],
+        literals: &["Compiled "],
         regex: r"^(?:.*｢wdm｣: )?(?:Compiled successfully[!.]|Compiled with warnings\.)$",
     },
     // tsc --watch: `8:24:03 AM - Found 0 errors. Watching for file changes.` (or
@@ -120,10 +120,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "tsc",
         signal: STARTED,
-        literals: &[
-            "Starting incremental compilation",
-            "Starting compilation in watch mode",
-        ],
+        literals: &["compilation"],
         regex: r"(?:File change detected\. Starting incremental compilation|Starting compilation in watch mode)\.\.\.",
     },
     ReloadSpec {
@@ -136,7 +133,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "uvicorn",
         signal: STARTED,
-        literals: &["Reloading..."],
+        literals: &["eloading"],
         regex: r"^WARNING:\s+(?:StatReload|WatchFiles|WatchGod) detected (?:changes|file change) in .*Reloading\.\.\.$",
     },
     ReloadSpec {
@@ -150,7 +147,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "django",
         signal: STARTED,
-        literals: &[", reloading"],
+        literals: &["eloading"],
         regex: r"^\S.* changed, reloading\.$",
     },
     ReloadSpec {
@@ -163,7 +160,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "flask",
         signal: STARTED,
-        literals: &[", reloading", "* Restarting with "],
+        literals: &["eloading", "* Restarting with "],
         regex: r"^ \* (?:Detected change in '.+', reloading|Restarting with \S.*)$",
     },
     ReloadSpec {
@@ -204,7 +201,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "cargo-watch",
         signal: SUCCEEDED,
-        literals: &["[Finished running. Exit status: 0]"],
+        literals: &["running."],
         regex: r"^\[Finished running\. Exit status: 0\]$",
     },
     // air (Go): `building...`, then `running...` (optionally after `[15:04:05] `); the
@@ -224,7 +221,7 @@ pub(crate) const RELOADS: &[ReloadSpec] = &[
     ReloadSpec {
         tool: "air",
         signal: SUCCEEDED,
-        literals: &["running..."],
+        literals: &["running."],
         regex: r"^(?:\[\d\d:\d\d:\d\d\] )?running\.\.\.$",
     },
     // dotnet watch (`dotnet watch <emoji> [project] message`, dotnet/sdk's

@@ -214,8 +214,10 @@ const DEFAULTS: &[Spec] = &[
         id: "bundler.vite",
         severity: Error,
         action: Group(Kind::Vite),
-        // Not "[vite]": every hot-update line has it.
-        literals: &["Internal server error", "Pre-transform error"],
+        // "[vite]" (ANSI colours may follow it): every hot-update line has it, but they
+        // are reload signals, so
+        // candidates anyway.
+        literals: &["[vite]"],
         regex: r"\[vite\] (?:\(\w+\) )?(?:Internal server error|Pre-transform error(?: \([^)]*\))?): (?P<msg>.+)$",
     },
     Spec {
@@ -231,7 +233,7 @@ const DEFAULTS: &[Spec] = &[
         id: "bundler.vite",
         severity: Error,
         action: Group(Kind::Vite),
-        literals: &["error while updating dependencies", "server restart failed"],
+        literals: &["[vite]"],
         regex: r"\[vite\] (?:\(\w+\) )?(?P<what>error while updating dependencies:|server restart failed)$",
     },
     Spec {
@@ -246,7 +248,7 @@ const DEFAULTS: &[Spec] = &[
         id: "bundler.webpack_failed",
         severity: Error,
         action: Summary,
-        literals: &["ompiled with "],
+        literals: &["webpack "],
         regex: r"^(?P<msg>(?:\S.*?\s)?compiled with \d+ errors?(?: and \d+ warnings?)?)(?: in \d+(?:\.\d+)? m?s)?$",
     },
     Spec {
@@ -449,7 +451,7 @@ const DEFAULTS: &[Spec] = &[
         id: "node.module_not_found",
         severity: Error,
         action: Line,
-        literals: &["Cannot find module", "Cannot find package"],
+        literals: &["Cannot find "],
         regex: r"(?P<msg>Cannot find (?:module|package) '[^']+'.*)$",
     },
     // ---- generic ----
@@ -521,6 +523,19 @@ const DEFAULTS: &[Spec] = &[
     },
 ];
 
+/// Short literals the prefilter looks for instead of the rules' and signals' literals
+/// that contain them (`error` for `error: `, `error[E`, `error TS`, …): Teddy's speed
+/// goes with the number of patterns (BENCHMARKS.md), and these are rare in ordinary
+/// output. The rules' own literals still pick the candidates.
+const PREFILTER_COVERS: &[&str] = &[
+    "error",
+    "warning",
+    "npm ",
+    "Failed to ",
+    "panic",
+    "xception",
+];
+
 /// Rule ids that only the grouping code produces (a group that turned out to be
 /// something else); `disable` accepts them like any other id.
 const DERIVED_IDS: &[&str] = &["generic.error_line"];
@@ -568,6 +583,47 @@ pub(crate) struct Rule {
     pub regex: Regex,
 }
 
+/// The prefilter's searcher. Teddy, aho-corasick's SIMD searcher, is 2-4× faster on
+/// ordinary lines than its automata (BENCHMARKS.md); the automaton of `AhoCorasick`
+/// only uses it up to 64 patterns, so it is built directly, without that limit (the
+/// packed searcher takes fewer than 128). Where the CPU has no SSSE3/AVX2 (or NEON), the
+/// leftmost-first automaton.
+pub(crate) enum Prefilter {
+    Teddy(aho_corasick::packed::Searcher),
+    Automaton(AhoCorasick),
+}
+
+impl Prefilter {
+    fn new(literals: &[&str]) -> Result<Self, String> {
+        let teddy = aho_corasick::packed::Config::new()
+            .heuristic_pattern_limits(false)
+            .builder()
+            .extend(literals)
+            .build();
+        if let Some(teddy) = teddy {
+            return Ok(Prefilter::Teddy(teddy));
+        }
+        let automaton = AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
+            .build(literals)
+            .map_err(|e| e.to_string())?;
+        Ok(Prefilter::Automaton(automaton))
+    }
+
+    /// Where the first literal in `text` starts.
+    fn find(&self, text: &[u8]) -> Option<usize> {
+        match self {
+            Prefilter::Teddy(teddy) => teddy.find(text).map(|m| m.start()),
+            Prefilter::Automaton(automaton) => automaton.find(text).map(|m| m.start()),
+        }
+    }
+
+    pub(crate) fn is_match(&self, text: &str) -> bool {
+        self.find(text.as_bytes()).is_some()
+    }
+}
+
 /// A compiled reload signal.
 pub(crate) struct ReloadRule {
     pub tool: &'static str,
@@ -590,10 +646,9 @@ pub struct AlertRules {
     /// `user_set`.
     pub(crate) user_rules: usize,
     pub(crate) user_set: Option<RegexSet>,
-    /// Over the literals of the built-in rules, leftmost-first: that is the kind for
-    /// which aho-corasick uses its SIMD (Teddy) searcher, 2.6× faster on ordinary lines
-    /// than the standard kind (BENCHMARKS.md). It answers "any literal?".
-    pub(crate) prefilter: AhoCorasick,
+    /// Over the literals of the built-in rules and reload signals: answers "any
+    /// literal?" for every line.
+    pub(crate) prefilter: Prefilter,
     /// The same literals with standard semantics, for the overlapping search that
     /// collects every candidate rule of a line that has one.
     pub(crate) candidates: AhoCorasick,
@@ -605,7 +660,8 @@ pub struct AlertRules {
     pub(crate) literal_reloads: Vec<u64>,
     /// The reload signals ([`RELOADS`]), tried before the rules.
     pub(crate) reloads: Vec<ReloadRule>,
-    pub(crate) literals: Vec<&'static str>,
+    /// What the prefilter looks for: the covers and the literals that contain no other.
+    prefilter_literals: Vec<&'static str>,
     pub(crate) frames: Frames,
     pub(crate) limits: Limits,
     /// `disable` as configured, for the ids only grouping produces.
@@ -744,11 +800,26 @@ impl AlertRules {
                     .map_err(|e| format!("reload signal of {}: {e}", spec.tool))?,
             });
         }
-        let prefilter = AhoCorasick::builder()
-            .match_kind(aho_corasick::MatchKind::LeftmostFirst)
+        // A line with a literal that contains another has that one too: the prefilter
+        // only needs the others, and the covers (fewer patterns: a faster Teddy).
+        let mut minimal: Vec<&str> = PREFILTER_COVERS.to_vec();
+        for lit in &literals {
+            if !minimal
+                .iter()
+                .chain(&literals)
+                .any(|m| m != lit && lit.contains(m))
+            {
+                minimal.push(lit);
+            }
+        }
+        let prefilter = Prefilter::new(&minimal)?;
+        // A DFA: aho-corasick builds one by itself only for at most 100 patterns, and
+        // the rules and signals have more (its NFA's overlapping search is 3× slower,
+        // and lines with a reload signal, an `hmr update` per save, are many).
+        let candidates = AhoCorasick::builder()
+            .kind(Some(aho_corasick::AhoCorasickKind::DFA))
             .build(&literals)
             .map_err(|e| e.to_string())?;
-        let candidates = AhoCorasick::new(&literals).map_err(|e| e.to_string())?;
         Ok(AlertRules {
             rules,
             user_rules,
@@ -758,7 +829,7 @@ impl AlertRules {
             literal_rules,
             literal_reloads,
             reloads,
-            literals,
+            prefilter_literals: minimal,
             frames: Frames::new(),
             limits,
             disabled: settings.disable.clone(),
@@ -801,13 +872,13 @@ impl AlertRules {
         if self.user_set.is_some() {
             return Some(0);
         }
-        self.prefilter.find(text).map(|m| m.start())
+        self.prefilter.find(text)
     }
 
     /// The prefilter's literals, for the benchmark's comparison of prefilters.
     #[doc(hidden)]
     pub fn literals(&self) -> &[&'static str] {
-        &self.literals
+        &self.prefilter_literals
     }
 
     /// The regexes of the built-in rules, for the benchmark's comparison of prefilters.
@@ -909,11 +980,13 @@ mod tests {
 
     #[test]
     fn the_prefilter_stays_within_the_simd_searchers_reach() {
-        // aho-corasick's packed (Teddy) searcher, which makes the leftmost-first
-        // prefilter 2.7x faster, takes fewer than 128 patterns; past that it silently
-        // falls back to the automaton.
+        // aho-corasick's packed (Teddy) searcher takes fewer than 128 patterns; past
+        // that the prefilter would silently be the automaton, 2-4× slower.
         let rules = AlertRules::defaults();
-        assert!(rules.literals.len() < 128, "{}", rules.literals.len());
-        println!("{} literals", rules.literals.len());
+        assert!(rules.literals().len() < 128, "{}", rules.literals().len());
+        #[cfg(target_arch = "x86_64")]
+        if std::is_x86_feature_detected!("ssse3") {
+            assert!(matches!(rules.prefilter, Prefilter::Teddy(_)));
+        }
     }
 }
