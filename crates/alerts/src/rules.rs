@@ -961,6 +961,21 @@ mod tests {
     }
 
     #[test]
+    fn the_crate_docs_list_every_rule_and_reload_tool() {
+        let docs = include_str!("lib.rs");
+        for id in DEFAULTS
+            .iter()
+            .map(|s| s.id)
+            .chain(DERIVED_IDS.iter().copied())
+        {
+            assert!(docs.contains(&format!("//! | `{id}` |")), "{id}");
+        }
+        for tool in RELOADS.iter().map(|r| r.tool) {
+            assert!(docs.contains(&format!("//! | `{tool}` |")), "{tool}");
+        }
+    }
+
+    #[test]
     fn ordinary_lines_are_not_candidates() {
         let rules = AlertRules::defaults();
         for line in [
