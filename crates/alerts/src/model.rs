@@ -172,7 +172,7 @@ pub fn stable_id(parts: &[&str]) -> String {
     format!("{:08x}", (h ^ (h >> 32)) as u32)
 }
 
-mod rfc3339 {
+pub(crate) mod rfc3339 {
     use std::time::SystemTime;
 
     use serde::{Deserialize, Deserializer, Serializer};
