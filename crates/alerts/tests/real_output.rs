@@ -58,6 +58,11 @@ fn scan_all(text: &str, every: usize) -> (Vec<Alert>, Vec<Reload>) {
 /// Feeds `text` as the supervisor does: while no group is open, lines before the next
 /// one with a rule's literal ([`AlertRules::next_candidate`]) are skipped unseen.
 fn scan_candidates(text: &str) -> Vec<Alert> {
+    scan_candidates_all(text).0
+}
+
+/// [`scan_candidates`], with the reload signals.
+fn scan_candidates_all(text: &str) -> (Vec<Alert>, Vec<Reload>) {
     let rules = rules();
     let mut scanner = Scanner::new(Arc::clone(rules), "process:web");
     let mut out = Vec::new();
@@ -74,7 +79,7 @@ fn scan_candidates(text: &str) -> Vec<Alert> {
         rest = tail;
     }
     scanner.finish(&mut out);
-    out
+    (out, scanner.take_reloads())
 }
 
 #[derive(Clone, Copy)]
@@ -656,6 +661,34 @@ fn node_throw_sites_are_seen_when_only_candidate_lines_are_fed() {
             (&all[0].id, context(&all[0])),
             "{name}"
         );
+    }
+}
+
+/// Every fixture, fed as the supervisor feeds it, gives what it gives fed whole: the
+/// alerts with their context, and the reload signals (whose lines are candidates too,
+/// stepping back to a throw site before them like an error line).
+#[test]
+fn every_fixture_gives_the_same_when_only_candidate_lines_are_fed() {
+    let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let text = fixture(name.trim_end_matches(".txt"));
+        let (all, all_reloads) = scan_all(&text, 0);
+        let (fed, fed_reloads) = scan_candidates_all(&text);
+        let alerts = |alerts: &[Alert]| -> Vec<(String, Vec<String>, Vec<String>)> {
+            alerts
+                .iter()
+                .map(|a| (a.id.clone(), context(a), a.lines.clone()))
+                .collect()
+        };
+        assert_eq!(alerts(&fed), alerts(&all), "{name}");
+        let reloads = |reloads: &[Reload]| -> Vec<(ReloadPhase, String, String)> {
+            reloads
+                .iter()
+                .map(|r| (r.phase, r.tool.clone(), r.line.clone()))
+                .collect()
+        };
+        assert_eq!(reloads(&fed_reloads), reloads(&all_reloads), "{name}");
     }
 }
 
