@@ -917,6 +917,8 @@ impl Group {
             Kind::PyTraceback if last > 0 => t.sections()[0].exception.clone(),
             Kind::Java | Kind::JavaBare => self.cause.clone(),
             Kind::JsError if last > 0 => t.sections()[last].exception.clone(),
+            // Ruby 3.1+: the last cause printed after the frames.
+            Kind::Ruby if last > 0 => t.sections()[last].exception.clone(),
             Kind::Dotnet => self.inner.clone(),
             _ => None,
         }

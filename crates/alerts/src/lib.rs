@@ -68,7 +68,7 @@
 //! the root cause ([`Alert::cause`]). For a chain the message stays the exception that
 //! ended the program (so an alert's id, of source, rule, message and location, is the
 //! same as before alerts had a context) while location, function, code and frames are
-//! the root cause's: where the bug is.
+//! the root cause's: where the bug is (Ruby aside: its cause is only named).
 //!
 //! | ecosystem | message | location, and its function and code | cause |
 //! |---|---|---|---|
@@ -78,7 +78,7 @@
 //! | Node | the `TypeError: …` line (the outer error of a chain) | the first `at` frame in user code (innermost first) of the innermost `[cause]:`, else of the error itself. Function: `at NAME (…)` (without `new `/`async `; none for `at file:1:2`); code: the source line Node prints above a `^` for an uncaught error, when its `file:line` is that frame's | the innermost `[cause]:` (`Error.cause`, Node ≥ 16.9) or `Caused by:` |
 //! | Java | the top exception, with `(caused by <root cause>)` | the first user frame of the root cause (the last `Caused by:`), else of the top trace. Function: `pkg.Class.method`; no code | the last `Caused by:` |
 //! | Go panic | the text after `panic:` | the first frame in user code of the panicking goroutine. Function: the line above it without arguments (`main.handler`); no code | — |
-//! | Ruby | the exception class and message | the raising line when it is user code, else the first user `from` frame. Function: `in 'NAME'`; code: the raising line's source Ruby 3.1+ prints under the message with `^^^^` under it (error_highlight), when indented | — |
+//! | Ruby | the exception class and message | the raising line when it is user code, else the first user `from` frame, of the exception itself (the frames of its cause, printed after them, are not its own). Function: `in 'NAME'`; code: the raising line's source Ruby 3.1+ prints under the message with `^^^^` under it (error_highlight), when indented | the last cause Ruby 3.1+ prints after the frames, in the first line's shape (`Class: message`) |
 //! | .NET | the exception class and message | the first user frame (an inner exception's frames are printed first). Function: `Ns.Class.Method` without parameters | the innermost ` ---> ` |
 //! | TypeScript, Go build, gcc, bundlers, javac/Maven, MSBuild | the tool's message | the tool's `file:line:col` (Maven's `[line,col]`, MSBuild's `(line,col)`); no function | — |
 //! | npm, yarn, Gradle, Maven goals, `go:` | the block's decisive line (not its `code`/`path` details, not a summary of errors reported above it) | where the tool gives one (`go.mod:6`, `build.xml:12`); no function | — |

@@ -70,6 +70,28 @@ fn every_ecosystem_names_the_function_and_reduces_the_stack() {
             ],
         },
         Case {
+            name: "Ruby 3.1+: a cause after the frames is named, its frames are not the error's",
+            lines: &[
+                "/app/lib/config.rb:9:in `rescue in load': cannot load settings (Config::Error)",
+                "\tfrom /app/lib/config.rb:6:in `load'",
+                "\tfrom /app/app.rb:3:in `<main>'",
+                "/usr/lib/ruby/3.1.0/psych.rb:455:in `parse': (settings.yml): did not find expected key while parsing a block mapping at line 1 column 1 (Psych::SyntaxError)",
+                "\tfrom /usr/lib/ruby/3.1.0/psych.rb:399:in `parse_stream'",
+                "\tfrom /app/lib/config.rb:7:in `load'",
+                "\tfrom /app/app.rb:3:in `<main>'",
+            ],
+            rule: "ruby.exception",
+            message: "Config::Error: cannot load settings",
+            location: "/app/lib/config.rb:9",
+            context: &[
+                "function: rescue in load",
+                "cause: Psych::SyntaxError: (settings.yml): did not find expected key while parsing a block mapping at line 1 column 1",
+                "frame: /app/lib/config.rb:9 in rescue in load",
+                "frame: /app/lib/config.rb:6 in load",
+                "frame: /app/app.rb:3 in <main>",
+            ],
+        },
+        Case {
             name: "Ruby 3.4: quotes and Class#method; the raising line in a gem",
             lines: &[
                 "/usr/lib/ruby/gems/3.4.0/gems/rack-3.1.0/lib/rack/lint.rb:17:in 'Rack::Lint#assert': env missing (Rack::Lint::LintError)",

@@ -1156,6 +1156,7 @@ fn go_module_and_ruby_errno_errors() {
             // The cause's `from` frames (the same calls again) are not the exception's.
             .with(&[
                 "function: fetch_status",
+                "cause: Errno::ECONNREFUSED: Connection refused - connect(2) for 127.0.0.1:9",
                 "frame: client.rb:5 in fetch_status",
                 "frame: client.rb:8 in <main>",
             ])],
