@@ -37,6 +37,17 @@ pub(crate) enum Kind {
     Dotnet,
     Ruby,
     JsError,
+    // Build tools and package managers: see tools.rs.
+    Npm,
+    YarnBerry,
+    JavaDiag,
+    MavenGoal,
+    Gradle,
+    Ant,
+    GoCmd,
+    MsbuildSummary,
+    /// A log line at error level that a traceback may follow (see scanner.rs).
+    LogHeader,
 }
 
 impl Kind {
@@ -51,6 +62,10 @@ impl Kind {
             Kind::PySyntax | Kind::JavaBare => 2,
             Kind::Vite | Kind::Next => 1,
             Kind::GoTest | Kind::Webpack | Kind::Esbuild => 0,
+            Kind::LogHeader => 3,
+            Kind::Npm | Kind::Gradle | Kind::MsbuildSummary => 2,
+            Kind::YarnBerry | Kind::JavaDiag | Kind::MavenGoal | Kind::Ant => 1,
+            Kind::GoCmd => 0,
         }
     }
 }
@@ -141,6 +156,8 @@ pub(crate) struct Group {
     /// Next.js: the location line is still to come.
     expect_location: bool,
     in_backtrace: bool,
+    /// The state of the build tools' kinds (tools.rs).
+    pub(crate) tool: crate::tools::ToolState,
 }
 
 /// Whether `line` is a Python exception line: `ValueError: x`, `KeyboardInterrupt`,
@@ -218,6 +235,7 @@ impl Group {
             expect_message: false,
             expect_location: false,
             in_backtrace: false,
+            tool: Default::default(),
         };
         if let Some(message) = &g.message {
             g.trace.exception(message);
@@ -273,7 +291,19 @@ impl Group {
                     g.expect_code = true;
                 }
             }
-            Kind::Webpack => g.expect_message = true,
+            Kind::Webpack => {
+                g.expect_message = true;
+                // fork-ts-checker: `ERROR in ./src/App.tsx:3:7`.
+                if g.header_loc.is_none() {
+                    g.header_loc = text("file").and_then(|f| parse_path_line_col(&f));
+                }
+            }
+            // `error while updating dependencies:`: the error is on the next line.
+            Kind::Vite => match text("what") {
+                Some(what) if what.ends_with(':') => g.expect_message = true,
+                Some(what) => g.message = Some(what),
+                None => {}
+            },
             Kind::Next => match g.message.take() {
                 // ` ⨯ ./app/page.tsx:3:1`: the location, the message on the next line.
                 Some(msg) if looks_like_path(&msg) => {
@@ -287,6 +317,7 @@ impl Group {
                     g.expect_message = true;
                 }
             },
+            k if k.is_tool() && !crate::tools::start(&mut g, caps) => return None,
             _ => {}
         }
         Some(g)
@@ -416,6 +447,10 @@ impl Group {
             Kind::Vite => {
                 if blank {
                     Step::Skip
+                } else if self.expect_message {
+                    self.expect_message = false;
+                    self.message = Some(line.trim().to_owned());
+                    Step::Take
                 } else if indented(line) {
                     if let Some(at) = line.trim_start().strip_prefix("File: ")
                         && self.header_loc.is_none()
@@ -439,8 +474,18 @@ impl Group {
                     return Step::End;
                 }
                 if self.expect_message {
-                    self.message = Some(line.trim().to_owned());
-                    self.expect_message = false;
+                    match crate::tools::webpack_preamble(line) {
+                        // `Module build failed (from …):`, a loader's location line.
+                        Some(loc) => {
+                            if self.header_loc.is_none() {
+                                self.header_loc = loc;
+                            }
+                        }
+                        None => {
+                            self.message = Some(line.trim().to_owned());
+                            self.expect_message = false;
+                        }
+                    }
                 }
                 Step::Take
             }
@@ -522,6 +567,14 @@ impl Group {
                     Step::Take
                 } else if blank {
                     Step::Skip
+                } else if crate::tools::ruby_cause(line) {
+                    // Ruby 3.1+ prints the cause after the frames, in the shape of the
+                    // first line: the `from` frames after it are the cause's, not the
+                    // exception's.
+                    self.expect_code = false;
+                    let cause = ruby_exception(line).unwrap_or_else(|| line.trim().to_owned());
+                    self.trace.section(Some(cause));
+                    Step::Take
                 } else if indented(line) || line.starts_with("Did you mean?") {
                     // Ruby 3.1+ (error_highlight): the raising line's source and `^^^^`
                     // under it, before the `from` lines. Only an indented line followed
@@ -542,6 +595,7 @@ impl Group {
                 }
             }
             Kind::JsError => self.js(line, blank, f),
+            _ => crate::tools::offer(self, line, blank),
         }
     }
 
@@ -801,9 +855,21 @@ impl Group {
                 Some(h) if h.user => Some(h.clone()),
                 h => t.innermost_user(0).cloned().or_else(|| h.clone()),
             },
-            Kind::RustDiag | Kind::GoTest | Kind::Vite | Kind::Webpack | Kind::Esbuild => {
-                bare(&self.header_loc)
-            }
+            // Build tools and package managers (tools.rs): where the tool says, no frames.
+            Kind::RustDiag
+            | Kind::GoTest
+            | Kind::Vite
+            | Kind::Webpack
+            | Kind::Esbuild
+            | Kind::Npm
+            | Kind::YarnBerry
+            | Kind::JavaDiag
+            | Kind::MavenGoal
+            | Kind::Gradle
+            | Kind::Ant
+            | Kind::GoCmd
+            | Kind::MsbuildSummary
+            | Kind::LogHeader => bare(&self.header_loc),
             Kind::Next => bare(&self.header_loc)
                 .or_else(|| t.printed_user().or_else(|| t.printed_any()).cloned()),
             // The innermost `[cause]:` is the root cause.
@@ -851,6 +917,8 @@ impl Group {
             Kind::PyTraceback if last > 0 => t.sections()[0].exception.clone(),
             Kind::Java | Kind::JavaBare => self.cause.clone(),
             Kind::JsError if last > 0 => t.sections()[last].exception.clone(),
+            // Ruby 3.1+: the last cause printed after the frames.
+            Kind::Ruby if last > 0 => t.sections()[last].exception.clone(),
             Kind::Dotnet => self.inner.clone(),
             _ => None,
         }
@@ -893,6 +961,13 @@ impl Group {
             _ => Some(message),
         }
     }
+}
+
+/// Ruby's `app.rb:12:in 'load': text (Class)` as an exception line: `Class: text`.
+fn ruby_exception(line: &str) -> Option<String> {
+    let (_, rest) = line.split_once("': ")?;
+    let (text, class) = rest.strip_suffix(')')?.rsplit_once(" (")?;
+    Some(format!("{class}: {text}"))
 }
 
 fn looks_like_path(s: &str) -> bool {

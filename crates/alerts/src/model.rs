@@ -121,7 +121,8 @@ pub struct Alert {
     pub code: Option<String>,
     /// For a chained exception, the root cause's exception line when it differs from
     /// `message` (Python: the first exception of the chain; Java: the last `Caused by:`;
-    /// Node: the innermost `[cause]:`; .NET: the innermost ` ---> `). Not part of the id.
+    /// Node: the innermost `[cause]:`; .NET: the innermost ` ---> `; Ruby 3.1+: the last
+    /// cause printed after the frames). Not part of the id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
     /// The reduced stack of the root cause: its frames in user code only (library frames
@@ -172,7 +173,7 @@ pub fn stable_id(parts: &[&str]) -> String {
     format!("{:08x}", (h ^ (h >> 32)) as u32)
 }
 
-mod rfc3339 {
+pub(crate) mod rfc3339 {
     use std::time::SystemTime;
 
     use serde::{Deserialize, Deserializer, Serializer};

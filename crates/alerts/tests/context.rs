@@ -70,6 +70,28 @@ fn every_ecosystem_names_the_function_and_reduces_the_stack() {
             ],
         },
         Case {
+            name: "Ruby 3.1+: a cause after the frames is named, its frames are not the error's",
+            lines: &[
+                "/app/lib/config.rb:9:in `rescue in load': cannot load settings (Config::Error)",
+                "\tfrom /app/lib/config.rb:6:in `load'",
+                "\tfrom /app/app.rb:3:in `<main>'",
+                "/usr/lib/ruby/3.1.0/psych.rb:455:in `parse': (settings.yml): did not find expected key while parsing a block mapping at line 1 column 1 (Psych::SyntaxError)",
+                "\tfrom /usr/lib/ruby/3.1.0/psych.rb:399:in `parse_stream'",
+                "\tfrom /app/lib/config.rb:7:in `load'",
+                "\tfrom /app/app.rb:3:in `<main>'",
+            ],
+            rule: "ruby.exception",
+            message: "Config::Error: cannot load settings",
+            location: "/app/lib/config.rb:9",
+            context: &[
+                "function: rescue in load",
+                "cause: Psych::SyntaxError: (settings.yml): did not find expected key while parsing a block mapping at line 1 column 1",
+                "frame: /app/lib/config.rb:9 in rescue in load",
+                "frame: /app/lib/config.rb:6 in load",
+                "frame: /app/app.rb:3 in <main>",
+            ],
+        },
+        Case {
             name: "Ruby 3.4: quotes and Class#method; the raising line in a gem",
             lines: &[
                 "/usr/lib/ruby/gems/3.4.0/gems/rack-3.1.0/lib/rack/lint.rb:17:in 'Rack::Lint#assert': env missing (Rack::Lint::LintError)",
@@ -418,5 +440,65 @@ fn a_throw_site_keeps_the_scanner_pending_only_briefly() {
     scanner.tick(t0 + Duration::from_millis(999), &mut out);
     assert!(scanner.pending());
     scanner.tick(t0 + Duration::from_secs(1), &mut out);
+    assert!(!scanner.pending() && out.is_empty(), "{out:#?}");
+}
+
+/// A reload signal printed into a throw site (another tool's line, on the same stream)
+/// is no part of it: unlike other output it neither loses the source line nor could be
+/// taken for it, whether every line is fed or only candidates are (the supervisor's way:
+/// a reload line is a candidate, and steps back to a throw site before it).
+#[test]
+fn a_reload_line_inside_a_throw_site_is_not_part_of_it() {
+    let reload = "webpack 5.89.0 compiled successfully in 12 ms";
+    let site = [
+        "/app/server.js:2",
+        "  return user.profile.name;",
+        "               ^",
+        "",
+        "TypeError: Cannot read properties of undefined (reading 'name')",
+        "    at userName (/app/server.js:2:23)",
+    ];
+    let rules = rules();
+    for at in 1..=4 {
+        let mut lines = site.to_vec();
+        lines.insert(at, reload);
+        let text = lines.join("\n");
+
+        let mut whole = Scanner::new(Arc::clone(&rules), "process:web");
+        let mut fed = Scanner::new(Arc::clone(&rules), "process:web");
+        let (mut all, mut some) = (Vec::new(), Vec::new());
+        for line in &lines {
+            whole.feed(line, Stream::Stderr, SystemTime::UNIX_EPOCH, &mut all);
+        }
+        let mut rest = text.as_str();
+        while !rest.is_empty() {
+            if !fed.pending() {
+                let Some(hit) = rules.next_candidate(rest.as_bytes()) else {
+                    break;
+                };
+                rest = &rest[rest[..hit].rfind('\n').map_or(0, |i| i + 1)..];
+            }
+            let (line, tail) = rest.split_once('\n').unwrap_or((rest, ""));
+            fed.feed(line, Stream::Stderr, SystemTime::UNIX_EPOCH, &mut some);
+            rest = tail;
+        }
+        for (scanner, out) in [(&mut whole, &mut all), (&mut fed, &mut some)] {
+            scanner.finish(out);
+            assert_eq!(out.len(), 1, "reload line at {at}: {out:#?}");
+            assert_eq!(
+                out[0].code.as_deref(),
+                Some("return user.profile.name;"),
+                "reload line at {at}"
+            );
+            let reloads = scanner.take_reloads();
+            assert_eq!(reloads.len(), 1, "reload line at {at}: {reloads:#?}");
+            assert_eq!(reloads[0].tool, "webpack");
+        }
+    }
+
+    // Alone, it starts no throw site: nothing is pending after it.
+    let mut scanner = Scanner::new(rules, "process:web");
+    let mut out = Vec::new();
+    scanner.feed(reload, Stream::Stderr, SystemTime::UNIX_EPOCH, &mut out);
     assert!(!scanner.pending() && out.is_empty(), "{out:#?}");
 }

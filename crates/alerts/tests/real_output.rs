@@ -1,10 +1,19 @@
 //! Verbatim output of real tools (scripts/capture-alert-fixtures.sh), fed line by line,
-//! alone and interleaved with unrelated log lines, must give exactly the expected alerts.
+//! alone and interleaved with unrelated log lines, must give exactly the expected alerts
+//! and reload signals.
+//!
+//! Captured with (versions as `capture-alert-fixtures.sh` printed them): rustc 1.95,
+//! CPython 3.11.7, Node 20.20.2, TypeScript 5, Go 1.19.8, OpenJDK 17.0.15, npm 11.19.1 and
+//! 9.9.4, yarn 1.22.22 and 4.18.1, nodemon 3.1.14, webpack 5.112.2 (webpack-cli 5,
+//! webpack-dev-server 5), react-dev-utils 12.0.1 (Create React App's messages), Vite
+//! 6.4.6, Django 5.2.19, Flask 3.1.3 (Werkzeug 3.1.9), FastAPI 0.165 on uvicorn 0.54.0,
+//! Maven 3.8.7, Gradle 4.4.1 (Debian's), Ant 1.10.13, Ruby 3.1.2. The .NET fixtures
+//! (`dotnet_*`) are not captured (no SDK installs here): see `documented_fixtures`.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use corral_alerts::{Alert, AlertRules, Scanner, Severity, Stream};
+use corral_alerts::{Alert, AlertRules, Reload, ReloadPhase, Scanner, Severity, Stream};
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/{name}.txt", env!("CARGO_MANIFEST_DIR"));
@@ -26,6 +35,11 @@ fn rules() -> &'static Arc<AlertRules> {
 /// Feeds `text` line by line (one line of noise after every `every` lines when
 /// `every > 0`), then finishes, and returns the alerts.
 fn scan(text: &str, every: usize) -> Vec<Alert> {
+    scan_all(text, every).0
+}
+
+/// [`scan`], with the reload signals.
+fn scan_all(text: &str, every: usize) -> (Vec<Alert>, Vec<Reload>) {
     let rules = rules();
     let mut scanner = Scanner::new(Arc::clone(rules), "process:web");
     let mut out = Vec::new();
@@ -38,12 +52,17 @@ fn scan(text: &str, every: usize) -> Vec<Alert> {
         }
     }
     scanner.finish(&mut out);
-    out
+    (out, scanner.take_reloads())
 }
 
 /// Feeds `text` as the supervisor does: while no group is open, lines before the next
 /// one with a rule's literal ([`AlertRules::next_candidate`]) are skipped unseen.
 fn scan_candidates(text: &str) -> Vec<Alert> {
+    scan_candidates_all(text).0
+}
+
+/// [`scan_candidates`], with the reload signals.
+fn scan_candidates_all(text: &str) -> (Vec<Alert>, Vec<Reload>) {
     let rules = rules();
     let mut scanner = Scanner::new(Arc::clone(rules), "process:web");
     let mut out = Vec::new();
@@ -60,9 +79,10 @@ fn scan_candidates(text: &str) -> Vec<Alert> {
         rest = tail;
     }
     scanner.finish(&mut out);
-    out
+    (out, scanner.take_reloads())
 }
 
+#[derive(Clone, Copy)]
 struct Expect<'a> {
     rule: &'a str,
     category: &'a str,
@@ -89,15 +109,61 @@ fn context(a: &Alert) -> Vec<String> {
     lines
 }
 
+/// An error alert of `rule` (whose category is the part before the dot), with no
+/// context beyond its message and location (see [`Expect::with`]).
+fn err<'a>(rule: &'a str, message: &'a str, location: Option<&'a str>) -> Expect<'a> {
+    Expect {
+        rule,
+        category: rule.split('.').next().unwrap_or(rule),
+        severity: Severity::Error,
+        message,
+        location,
+        context: &[],
+    }
+}
+
+impl<'a> Expect<'a> {
+    /// The same alert, with this context (as [`context`] renders it).
+    fn with(self, context: &'a [&'a str]) -> Self {
+        Expect { context, ..self }
+    }
+}
+
+/// What a fixture must give.
+struct Case<'a> {
+    fixture: &'a str,
+    /// After how many lines a noise line is inserted, per run (0: none); see
+    /// [`scan`]. Tools that write a block in one go (the message on the line after
+    /// the header) are not interleaved inside it.
+    noise: &'a [usize],
+    alerts: Vec<Expect<'a>>,
+    /// Phase, tool and a piece of the line, in order.
+    reloads: &'a [(ReloadPhase, &'a str, &'a str)],
+}
+
+const STARTED: ReloadPhase = ReloadPhase::Started;
+const SUCCEEDED: ReloadPhase = ReloadPhase::Succeeded;
+
 fn check(name: &str, expected: &[Expect<'_>]) {
     check_with(name, &[0, 1, 3], expected);
 }
 
 fn check_with(name: &str, noise_every: &[usize], expected: &[Expect<'_>]) {
+    check_case(&Case {
+        fixture: name,
+        noise: noise_every,
+        alerts: expected.to_vec(),
+        reloads: &[],
+    });
+}
+
+fn check_case(case: &Case<'_>) {
+    let name = case.fixture;
+    let expected = &case.alerts;
     let text = fixture(name);
     // Interleaving must change nothing but the noise (which raises no alert).
-    for &every in noise_every {
-        let alerts = scan(&text, every);
+    for &every in case.noise {
+        let (alerts, reloads) = scan_all(&text, every);
         let summary: Vec<String> = alerts
             .iter()
             .map(|a| {
@@ -142,6 +208,21 @@ fn check_with(name: &str, noise_every: &[usize], expected: &[Expect<'_>]) {
                     .any(|l| NOISE.iter().any(|n| l.contains(&n[..20]))),
                 "noise in the group: {at}"
             );
+        }
+        let got: Vec<(ReloadPhase, &str, &str)> = reloads
+            .iter()
+            .map(|r| (r.phase, r.tool.as_str(), r.line.as_str()))
+            .collect();
+        assert_eq!(
+            got.len(),
+            case.reloads.len(),
+            "{name}, noise every {every}: {got:#?}"
+        );
+        for (reload, &(phase, tool, piece)) in reloads.iter().zip(case.reloads) {
+            let at = format!("{name}, noise every {every}: {reload:#?}");
+            assert_eq!((reload.phase, reload.tool.as_str()), (phase, tool), "{at}");
+            assert!(reload.line.contains(piece), "{at}");
+            assert_eq!(reload.stream, Stream::Stderr, "{at}");
         }
     }
 }
@@ -583,6 +664,34 @@ fn node_throw_sites_are_seen_when_only_candidate_lines_are_fed() {
     }
 }
 
+/// Every fixture, fed as the supervisor feeds it, gives what it gives fed whole: the
+/// alerts with their context, and the reload signals (whose lines are candidates too,
+/// stepping back to a throw site before them like an error line).
+#[test]
+fn every_fixture_gives_the_same_when_only_candidate_lines_are_fed() {
+    let dir = format!("{}/tests/fixtures", env!("CARGO_MANIFEST_DIR"));
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        let text = fixture(name.trim_end_matches(".txt"));
+        let (all, all_reloads) = scan_all(&text, 0);
+        let (fed, fed_reloads) = scan_candidates_all(&text);
+        let alerts = |alerts: &[Alert]| -> Vec<(String, Vec<String>, Vec<String>)> {
+            alerts
+                .iter()
+                .map(|a| (a.id.clone(), context(a), a.lines.clone()))
+                .collect()
+        };
+        assert_eq!(alerts(&fed), alerts(&all), "{name}");
+        let reloads = |reloads: &[Reload]| -> Vec<(ReloadPhase, String, String)> {
+            reloads
+                .iter()
+                .map(|r| (r.phase, r.tool.clone(), r.line.clone()))
+                .collect()
+        };
+        assert_eq!(reloads(&fed_reloads), reloads(&all_reloads), "{name}");
+    }
+}
+
 /// The ids of the alerts the fixtures give, pinned: ids are shown to users and agents,
 /// and what an alert carries beyond source, rule, message and location must not move them.
 #[test]
@@ -604,6 +713,558 @@ fn alert_ids_of_the_fixtures_are_pinned() {
     ] {
         let got: Vec<String> = scan(&fixture(name), 0).into_iter().map(|a| a.id).collect();
         assert_eq!(got, ids, "{name}");
+    }
+}
+
+/// Every noise interval of `check`.
+const ANY: &[usize] = &[0, 1, 3];
+
+#[test]
+fn npm_yarn_and_nodemon_failures_are_one_alert_each() {
+    let npm_missing = || vec![err("node.npm", "Missing script: \"dev\"", None)];
+    let npm_failed = || {
+        vec![err(
+            "node.npm",
+            "command failed (exit code 3): sh -c node setup.js",
+            None,
+        )]
+    };
+    let cases = [
+        // npm 10+ (`npm error …`) and npm 9 (`npm ERR! …`): one alert per block.
+        Case {
+            fixture: "npm_missing_script",
+            noise: ANY,
+            alerts: npm_missing(),
+            reloads: &[],
+        },
+        Case {
+            fixture: "npm9_missing_script",
+            noise: ANY,
+            alerts: npm_missing(),
+            reloads: &[],
+        },
+        Case {
+            fixture: "npm_script_failed",
+            noise: ANY,
+            alerts: npm_failed(),
+            reloads: &[],
+        },
+        Case {
+            fixture: "npm9_script_failed",
+            noise: ANY,
+            alerts: npm_failed(),
+            reloads: &[],
+        },
+        Case {
+            fixture: "yarn1_errors",
+            noise: ANY,
+            alerts: vec![
+                err("node.yarn", "Command failed with exit code 2.", None),
+                err("node.yarn", "Command \"dev\" not found.", None),
+            ],
+            reloads: &[],
+        },
+        Case {
+            // An install that failed (the successful one after it is no alert), then
+            // clipanion's usage error.
+            fixture: "yarn_berry_errors",
+            noise: ANY,
+            alerts: vec![
+                err(
+                    "node.yarn",
+                    "Error: helper@file:./missing-helper::locator=web%40workspace%3A.: ENOENT: no such file or directory, lstat '/tmp/corral-fixtures/yarn_berry_errors/missing-helper'",
+                    None,
+                ),
+                err("node.yarn", "Couldn't find a script named \"dev\".", None),
+            ],
+            reloads: &[],
+        },
+        Case {
+            // The app's error, and nodemon saying it is down; the restarts around it.
+            fixture: "nodemon_crash",
+            noise: ANY,
+            alerts: vec![
+                err(
+                    "node.module_not_found",
+                    "Error: Cannot find module './config.json'",
+                    Some("/tmp/corral-fixtures/nodemon_crash/server.js:1:16"),
+                )
+                // The throw site Node printed is its own loader's: no source line.
+                .with(&[
+                    "function: Object.<anonymous>",
+                    "frame: /tmp/corral-fixtures/nodemon_crash/server.js:1:16 in Object.<anonymous>",
+                ]),
+                err(
+                    "node.nodemon_crashed",
+                    "app crashed - waiting for file changes before starting...",
+                    None,
+                ),
+            ],
+            reloads: &[
+                (SUCCEEDED, "nodemon", "starting `node server.js`"),
+                (STARTED, "nodemon", "restarting due to changes"),
+                (SUCCEEDED, "nodemon", "starting `node server.js`"),
+                (STARTED, "nodemon", "restarting due to changes"),
+                (SUCCEEDED, "nodemon", "starting `node server.js`"),
+            ],
+        },
+    ];
+    for case in &cases {
+        check_case(case);
+    }
+}
+
+#[test]
+fn bundler_errors_and_rebuilds() {
+    let parse_failed = "Module parse failed: Unexpected token (3:17)";
+    let vite_message = "Failed to parse source for import analysis because the content contains invalid JS syntax. If you are using JSX, make sure to name the file with the .jsx or .tsx extension.";
+    let vite_at = Some("/tmp/corral-fixtures/vite_transform_error/src/greet.js:3:3");
+    let cases = [
+        Case {
+            // The summary (`compiled with 1 error`) repeats the `ERROR in` block.
+            fixture: "webpack_error",
+            noise: &[0, 3, 6],
+            alerts: vec![err(
+                "bundler.webpack",
+                parse_failed,
+                Some("./src/index.js:3:17"),
+            )],
+            reloads: &[],
+        },
+        Case {
+            fixture: "webpack_dev_server",
+            noise: &[0, 5, 6],
+            alerts: vec![err(
+                "bundler.webpack",
+                parse_failed,
+                Some("./src/index.js:3:17"),
+            )],
+            reloads: &[
+                (SUCCEEDED, "webpack", "compiled successfully in"),
+                (SUCCEEDED, "webpack", "compiled successfully in"),
+            ],
+        },
+        Case {
+            // CRA prints the first error after `Failed to compile.` and a blank line.
+            fixture: "cra_failed_to_compile",
+            noise: &[0, 5, 7],
+            alerts: vec![err("bundler.nextjs", parse_failed, None)],
+            reloads: &[
+                (SUCCEEDED, "webpack", "Compiled successfully!"),
+                (STARTED, "webpack", "Compiling..."),
+                (STARTED, "webpack", "Compiling..."),
+                (SUCCEEDED, "webpack", "Compiled successfully!"),
+            ],
+        },
+        Case {
+            // `vite` serving a module with a syntax error: the request's pre-transform
+            // and its transform fail alike (one id: the alert log counts the second),
+            // and the dependency scan reports esbuild's error (its `Error:   Failed to
+            // scan` wrapper is no alert of its own).
+            fixture: "vite_transform_error",
+            noise: &[0, 3, 5],
+            alerts: vec![
+                err("bundler.vite", vite_message, vite_at),
+                err(
+                    "bundler.esbuild",
+                    "Unterminated string literal",
+                    Some("src/greet.js:4:0"),
+                ),
+                err("bundler.vite", vite_message, vite_at),
+            ],
+            reloads: &[],
+        },
+        Case {
+            // HMR of an edited module, a page reload, a config change restarting it.
+            fixture: "vite_hmr",
+            noise: ANY,
+            alerts: vec![],
+            reloads: &[
+                (SUCCEEDED, "vite", "(client) hmr update /src/main.js"),
+                (SUCCEEDED, "vite", "(client) page reload index.html"),
+                (
+                    STARTED,
+                    "vite",
+                    "vite.config.js changed, restarting server...",
+                ),
+                (SUCCEEDED, "vite", "server restarted."),
+            ],
+        },
+        Case {
+            // `Found 1 error. Watching for file changes.` is neither alert nor success.
+            fixture: "tsc_watch",
+            noise: ANY,
+            alerts: vec![err(
+                "typescript.error",
+                "Type 'string' is not assignable to type 'number'.",
+                Some("app.ts:1:7"),
+            )],
+            reloads: &[
+                (STARTED, "tsc", "Starting compilation in watch mode..."),
+                (SUCCEEDED, "tsc", "Found 0 errors."),
+                (STARTED, "tsc", "Starting incremental compilation..."),
+                (STARTED, "tsc", "Starting incremental compilation..."),
+                (SUCCEEDED, "tsc", "Found 0 errors."),
+            ],
+        },
+    ];
+    for case in &cases {
+        check_case(case);
+    }
+}
+
+#[test]
+fn python_servers_give_one_alert_per_exception_header_and_all() {
+    let cases = [
+        Case {
+            // `ERROR:    Exception in ASGI application` + the traceback: one alert.
+            fixture: "uvicorn_asgi_error",
+            noise: ANY,
+            alerts: vec![err(
+                "python.traceback",
+                "KeyError: 'owner'",
+                Some("/tmp/corral-fixtures/uvicorn_asgi_error/main.py:10"),
+            )
+            .with(&[
+                "function: get_item",
+                r#"code: return {"id": item_id, "owner": item["owner"]}"#,
+                "frame: /tmp/corral-fixtures/uvicorn_asgi_error/main.py:10 in get_item",
+            ])],
+            reloads: &[(SUCCEEDED, "uvicorn", "Application startup complete.")],
+        },
+        Case {
+            // `[…] ERROR in app: Exception on /orders [GET]` + the traceback.
+            fixture: "flask_request_error",
+            noise: ANY,
+            alerts: vec![err(
+                "python.traceback",
+                "ValueError: invalid literal for int() with base 10: 'ten'",
+                Some("/tmp/corral-fixtures/flask_request_error/app.py:8"),
+            )
+            .with(&[
+                "function: orders",
+                r#"code: limit = int(request.args["limit"])"#,
+                "frame: /tmp/corral-fixtures/flask_request_error/app.py:8 in orders",
+            ])],
+            reloads: &[],
+        },
+        Case {
+            // `Internal Server Error: /cart` + the traceback.
+            fixture: "django_request_error",
+            noise: ANY,
+            alerts: vec![err(
+                "python.traceback",
+                "AttributeError: 'WSGIRequest' object has no attribute 'session_items'",
+                Some("/tmp/corral-fixtures/django_request_error/shop/urls.py:6"),
+            )
+            .with(&[
+                "function: cart",
+                "code: items = request.session_items",
+                "frame: /tmp/corral-fixtures/django_request_error/shop/urls.py:6 in cart",
+            ])],
+            reloads: &[(SUCCEEDED, "django", "System check identified no issues")],
+        },
+        Case {
+            // runserver's start-up, failing in Django's own code: the last chained
+            // exception, at the innermost frame (no frame is the project's). Python
+            // writes the chain at once: no noise right after an exception line.
+            fixture: "django_improperly_configured",
+            noise: &[0, 4, 5],
+            alerts: vec![err(
+                "python.traceback",
+                "django.core.exceptions.ImproperlyConfigured: Error loading psycopg2 or psycopg module",
+                Some(
+                    "/tmp/corral-fixtures/.tools/py/lib/python3.11/site-packages/django/db/backends/postgresql/base.py:29",
+                ),
+            )
+            // The root cause is the first exception of the chain; no frame is the
+            // project's, so no frames.
+            .with(&[
+                "function: <module>",
+                r#"code: raise ImproperlyConfigured("Error loading psycopg2 or psycopg module")"#,
+                "cause: ModuleNotFoundError: No module named 'psycopg'",
+            ])],
+            reloads: &[],
+        },
+        Case {
+            fixture: "django_reload",
+            noise: ANY,
+            alerts: vec![],
+            reloads: &[
+                (SUCCEEDED, "django", "System check identified no issues"),
+                (STARTED, "django", "shop/urls.py changed, reloading."),
+                (SUCCEEDED, "django", "System check identified no issues"),
+            ],
+        },
+        Case {
+            fixture: "flask_reload",
+            noise: ANY,
+            alerts: vec![],
+            reloads: &[
+                (STARTED, "flask", "* Restarting with stat"),
+                (SUCCEEDED, "flask", "* Debugger is active!"),
+                (
+                    STARTED,
+                    "flask",
+                    "* Detected change in '/tmp/corral-fixtures/flask_reload/app.py', reloading",
+                ),
+                (STARTED, "flask", "* Restarting with stat"),
+                (SUCCEEDED, "flask", "* Debugger is active!"),
+            ],
+        },
+        Case {
+            fixture: "uvicorn_reload",
+            noise: ANY,
+            alerts: vec![],
+            reloads: &[
+                (SUCCEEDED, "uvicorn", "Application startup complete."),
+                (
+                    STARTED,
+                    "uvicorn",
+                    "WatchFiles detected changes in 'main.py'. Reloading...",
+                ),
+                (SUCCEEDED, "uvicorn", "Application startup complete."),
+            ],
+        },
+    ];
+    for case in &cases {
+        check_case(case);
+    }
+    // The header is the alert's first line: it names the request.
+    let (alerts, _) = scan_all(&fixture("flask_request_error"), 0);
+    assert!(
+        alerts[0].lines[0].ends_with("ERROR in app: Exception on /orders [GET]"),
+        "{:#?}",
+        alerts[0].lines
+    );
+}
+
+#[test]
+fn jvm_builds_report_the_compiler_error_not_the_build_summary() {
+    let symbol =
+        |file: &'static str, at: &'static str| vec![err("java.compile_error", file, Some(at))];
+    let cases = [
+        Case {
+            // javac's error; the goal's failure repeats it (`Compilation failure`).
+            fixture: "maven_compile_error",
+            noise: ANY,
+            alerts: symbol(
+                "cannot find symbol: method parsePort(java.lang.String[])",
+                "/tmp/corral-fixtures/maven_compile_error/src/main/java/com/example/App.java:5:20",
+            ),
+            reloads: &[],
+        },
+        Case {
+            fixture: "maven_dependency_error",
+            noise: ANY,
+            alerts: vec![err(
+                "java.build_failed",
+                "Failed to execute goal on project app: Could not resolve dependencies for project com.example:app:jar:1.0: Cannot access central (https://repo.maven.apache.org/maven2) in offline mode and the artifact com.acme:billing-client:jar:2.1.0 has not been downloaded from it before.",
+                None,
+            )],
+            reloads: &[],
+        },
+        Case {
+            // Gradle 4 glues `:compileJava` to javac's first line; `FAILURE: Build
+            // failed` then says only `Compilation failed; see the compiler error output`.
+            fixture: "gradle_build_failed",
+            noise: ANY,
+            alerts: symbol(
+                "cannot find symbol: method parsePort(String[])",
+                "/tmp/corral-fixtures/gradle_build_failed/src/main/java/com/example/App.java:5",
+            ),
+            reloads: &[],
+        },
+        Case {
+            // Ant's `[javac]` lines; `BUILD FAILED` + `Compile failed; see …` sums up.
+            fixture: "ant_build_failed",
+            noise: &[0, 2, 3],
+            alerts: symbol(
+                "cannot find symbol: method parsePort(String[])",
+                "/tmp/corral-fixtures/ant_build_failed/src/main/java/com/example/App.java:5",
+            ),
+            reloads: &[],
+        },
+        Case {
+            fixture: "javac_error",
+            noise: ANY,
+            alerts: symbol(
+                "cannot find symbol: method parsePort(String[])",
+                "App.java:3",
+            ),
+            reloads: &[],
+        },
+        Case {
+            // A JVM run with -XX:-StackTraceInThrowable: no `at` lines.
+            fixture: "java_no_stack",
+            noise: ANY,
+            alerts: vec![err(
+                "java.exception",
+                "java.lang.IllegalStateException: PORT is not set",
+                None,
+            )],
+            reloads: &[],
+        },
+        Case {
+            fixture: "java_main_class",
+            noise: ANY,
+            alerts: vec![err(
+                "java.launcher",
+                "Could not find or load main class com.example.Missing",
+                None,
+            )],
+            reloads: &[],
+        },
+    ];
+    for case in &cases {
+        check_case(case);
+    }
+}
+
+#[test]
+fn go_module_and_ruby_errno_errors() {
+    let cases = [
+        Case {
+            // No go.mod; then a go.mod with a syntax error, whose place is on the line
+            // after `go: errors parsing go.mod:` (written with it, so not interleaved).
+            fixture: "go_module_error",
+            noise: &[0, 3],
+            alerts: vec![
+                err(
+                    "go.module_error",
+                    "go.mod file not found in current directory or any parent directory; see 'go help modules'",
+                    None,
+                ),
+                err(
+                    "go.module_error",
+                    "syntax error (unterminated block started at /tmp/corral-fixtures/go_module_error/go.mod:5:1)",
+                    Some("/tmp/corral-fixtures/go_module_error/go.mod:6"),
+                ),
+            ],
+            reloads: &[],
+        },
+        Case {
+            // Ruby 3.1 prints the cause (`Connection refused … (Errno::ECONNREFUSED)`)
+            // after the frames: one alert, at the caller in user code.
+            fixture: "ruby_errno",
+            noise: ANY,
+            alerts: vec![err(
+                "ruby.exception",
+                "Errno::ECONNREFUSED: Failed to open TCP connection to 127.0.0.1:9 (Connection refused - connect(2) for 127.0.0.1:9)",
+                Some("client.rb:5"),
+            )
+            // The cause's `from` frames (the same calls again) are not the exception's.
+            .with(&[
+                "function: fetch_status",
+                "cause: Errno::ECONNREFUSED: Connection refused - connect(2) for 127.0.0.1:9",
+                "frame: client.rb:5 in fetch_status",
+                "frame: client.rb:8 in <main>",
+            ])],
+            reloads: &[],
+        },
+        Case {
+            fixture: "ruby_enoent",
+            noise: ANY,
+            alerts: vec![err(
+                "ruby.exception",
+                "Errno::ENOENT: No such file or directory @ rb_sysopen - config/missing.yml",
+                Some("-e:1"),
+            )
+            .with(&["function: read", "frame: -e:1 in read", "frame: -e:1 in <main>"])],
+            reloads: &[],
+        },
+    ];
+    for case in &cases {
+        check_case(case);
+    }
+}
+
+/// Fixtures written from the tools' documented output, not captured: no .NET SDK
+/// installs on this machine.
+/// - `dotnet_build_error`: MSBuild's console logger, which `dotnet build` uses when its
+///   output is redirected: `file(line,col): error CODE: message [project]`, then
+///   `Build FAILED.` repeating the errors, the counts and `Time Elapsed` (as quoted in
+///   dotnet/core#6219 and the .NET docs' build-error examples).
+/// - `dotnet_sdk_errors`: NETSDK1045 as the SDK's targets print it, and MSBuild's own
+///   `MSBUILD : error MSB1009: Project file does not exist.` with its `Switch:` line.
+/// - `dotnet_watch`: `dotnet watch <emoji> message`, the messages of dotnet/sdk's
+///   `MessageDescriptor` (src/BuiltInTools/Watch), `--verbose` for the build lines.
+#[test]
+fn documented_fixtures() {
+    let cs1002 = || {
+        err(
+            "dotnet.build_error",
+            "CS1002: ; expected",
+            Some("/app/Api/Program.cs:8:31"),
+        )
+    };
+    let cases = [
+        Case {
+            fixture: "dotnet_build_error",
+            noise: ANY,
+            alerts: vec![
+                cs1002(),
+                err(
+                    "dotnet.build_error",
+                    "CS0246: The type or namespace name 'OrderDto' could not be found (are you missing a using directive or an assembly reference?)",
+                    Some("/app/Api/Services/OrderService.cs:42:17"),
+                ),
+            ],
+            reloads: &[],
+        },
+        Case {
+            fixture: "dotnet_sdk_errors",
+            noise: ANY,
+            alerts: vec![
+                err(
+                    "dotnet.build_error",
+                    "NETSDK1045: The current .NET SDK does not support targeting .NET 9.0.  Either target .NET 8.0 or lower, or use a version of the .NET SDK that supports .NET 9.0. Download the .NET SDK from https://aka.ms/dotnet/download",
+                    Some(
+                        "/usr/share/dotnet/sdk/8.0.404/Sdks/Microsoft.NET.Sdk/targets/Microsoft.NET.TargetFrameworkInference.targets:166:5",
+                    ),
+                ),
+                err(
+                    "dotnet.build_error",
+                    "MSB1009: Project file does not exist.",
+                    None,
+                ),
+            ],
+            reloads: &[],
+        },
+        Case {
+            fixture: "dotnet_watch",
+            noise: ANY,
+            alerts: vec![
+                cs1002(),
+                err("dotnet.watch", "Exited with error code 134", None),
+            ],
+            reloads: &[
+                (STARTED, "dotnet-watch", "Building /app/Api/Api.csproj ..."),
+                (
+                    SUCCEEDED,
+                    "dotnet-watch",
+                    "Build succeeded: /app/Api/Api.csproj",
+                ),
+                (
+                    SUCCEEDED,
+                    "dotnet-watch",
+                    "C# and Razor changes applied in 23ms.",
+                ),
+                (
+                    SUCCEEDED,
+                    "dotnet-watch",
+                    "C# and Razor changes applied in 41ms.",
+                ),
+                (
+                    STARTED,
+                    "dotnet-watch",
+                    "Restarting application to apply changes ...",
+                ),
+            ],
+        },
+    ];
+    for case in &cases {
+        check_case(case);
     }
 }
 

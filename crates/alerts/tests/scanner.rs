@@ -4,7 +4,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime};
 
 use corral_alerts::{
-    Alert, AlertLog, AlertQuery, AlertRules, Limits, Recorded, Scanner, Severity, Stream,
+    Alert, AlertLog, AlertQuery, AlertRules, Limits, Recorded, Reload, ReloadPhase, Scanner,
+    Severity, Stream,
 };
 use corral_config::{AlertPattern, AlertSettings, AlertSeverity};
 
@@ -45,6 +46,66 @@ fn loc(a: &Alert) -> String {
         .unwrap_or_default()
 }
 
+/// Lines of busy dev servers and builds that say nothing went wrong, some of them
+/// reload signals.
+const ORDINARY: &[&str] = &[
+    "Server listening on port 3000",
+    "webpack 5.97.1 compiled successfully in 312 ms",
+    "Compiling...",
+    r#"INFO:     127.0.0.1:51234 - "GET /api HTTP/1.1" 500 Internal Server Error"#,
+    "[nodemon] restarting due to changes...",
+    "[nodemon] clean exit - waiting for changes before restart",
+    "  VITE v5.4.0  ready in 300 ms",
+    "INFO Started server process [12]",
+    "npm notice New major version of npm available! 10.8.2 -> 11.0.0",
+    "npm notice Changelog: https://github.com/npm/cli/releases/tag/v11.0.0",
+    "npm warn deprecated inflight@1.0.6: This module is not supported, and leaks memory.",
+    "Watching for file changes with StatReloader",
+    "Performing system checks...",
+    "System check identified no issues (0 silenced).",
+    "Starting development server at http://127.0.0.1:8000/",
+    "INFO:     Application startup complete.",
+    " * Debugger is active!",
+    // Builds starting and succeeding.
+    "building...",
+    "running...",
+    "[Running 'cargo run']",
+    "   Compiling corral v0.1.0 (/app)",
+    "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 0.52s",
+    "> web@1.0.0 dev",
+    "> vite",
+    "yarn run v1.22.22",
+    "$ node build.js",
+    "➤ YN0000: ┌ Resolution step",
+    "➤ YN0000: · Done in 0s 76ms",
+    "info Visit https://yarnpkg.com/en/docs/cli/run for documentation about this command.",
+    "Starting the development server...",
+    "[INFO] Building app 1.0",
+    "[INFO] BUILD SUCCESS",
+    "> Task :compileJava",
+    "BUILD SUCCESSFUL in 2s",
+    "  Determining projects to restore...",
+    "Build succeeded.",
+    "    0 Warning(s)",
+    "    0 Error(s)",
+    "dotnet watch 🔨 Building /app/Api.csproj ...",
+    "8:24:08 AM - File change detected. Starting incremental compilation...",
+    "8:24:12 AM - Found 0 errors. Watching for file changes.",
+    "10:32:11 AM [vite] (client) hmr update /src/App.tsx",
+    "go: downloading github.com/acme/billing v1.2.3",
+    "go: finding module for package github.com/acme/billing",
+    // The word error, or a dot and a colon, in lines that are no error.
+    "INFO retrying after error budget check",
+    "DEBUG error_count=0 warnings=0",
+    "WARN error rate above 1% (1.2%) for /api/orders",
+    "2024-05-05 14:06:59 INFO worker: 0 errors, 3 warnings",
+    "app.config.settings: loaded from env",
+    "user.profile.updated: id=3",
+    "logging.handlers.RotatingFileHandler: rotated app.log",
+    "error budget: 99.9% left",
+    "See https://webpack.js.org/concepts#loaders",
+];
+
 #[test]
 fn ordinary_lines_raise_nothing() {
     let alerts = scan(&[
@@ -54,6 +115,13 @@ fn ordinary_lines_raise_nothing() {
         "  VITE v5.4.0  ready in 312 ms",
         "",
     ]);
+    assert!(alerts.is_empty(), "{alerts:#?}");
+    // Each alone (a line may be judged by the one before it), and all in a row.
+    for line in ORDINARY {
+        let alerts = scan(&[line]);
+        assert!(alerts.is_empty(), "{line}: {alerts:#?}");
+    }
+    let alerts = scan(ORDINARY);
     assert!(alerts.is_empty(), "{alerts:#?}");
 }
 
@@ -270,6 +338,133 @@ fn single_line_rules_of_every_ecosystem() {
             "payment failed",
             "",
         ),
+        // The tools of the recall rules, from their documented output.
+        (
+            "go: cannot find main module, but found .git/config in /app",
+            "go.module_error",
+            Severity::Error,
+            "cannot find main module, but found .git/config in /app",
+            "",
+        ),
+        (
+            "go: error loading module requirements",
+            "go.module_error",
+            Severity::Error,
+            "error loading module requirements",
+            "",
+        ),
+        (
+            "django.core.exceptions.ImproperlyConfigured: The SECRET_KEY setting must not be empty.",
+            "python.exception",
+            Severity::Error,
+            "django.core.exceptions.ImproperlyConfigured: The SECRET_KEY setting must not be empty.",
+            "",
+        ),
+        (
+            "werkzeug.exceptions.BadRequestKeyError: 400 Bad Request: The browser (or proxy) sent a request that this server could not understand.",
+            "python.exception",
+            Severity::Error,
+            "werkzeug.exceptions.BadRequestKeyError: 400 Bad Request: The browser (or proxy) sent a request that this server could not understand.",
+            "",
+        ),
+        (
+            "sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) connection refused",
+            "python.exception",
+            Severity::Error,
+            "sqlalchemy.exc.OperationalError: (psycopg2.OperationalError) connection refused",
+            "",
+        ),
+        (
+            "E, [2024-05-05T14:06:59.123 #42] ERROR -- : Connection refused - connect(2) for 127.0.0.1:6379 (Errno::ECONNREFUSED)",
+            "ruby.errno",
+            Severity::Error,
+            "E, [2024-05-05T14:06:59.123 #42] ERROR -- : Connection refused - connect(2) for 127.0.0.1:6379 (Errno::ECONNREFUSED)",
+            "",
+        ),
+        (
+            "Errno::EADDRINUSE: Address already in use - bind(2) for \"0.0.0.0\" port 3000",
+            "ruby.errno",
+            Severity::Error,
+            "Errno::EADDRINUSE: Address already in use - bind(2) for \"0.0.0.0\" port 3000",
+            "",
+        ),
+        (
+            "Error: Unable to access jarfile build/libs/app.jar",
+            "java.launcher",
+            Severity::Error,
+            "Unable to access jarfile build/libs/app.jar",
+            "",
+        ),
+        (
+            "[ERROR] /app/src/main/java/com/example/App.java:[3,5] cannot find symbol",
+            "java.compile_error",
+            Severity::Error,
+            "cannot find symbol",
+            "/app/src/main/java/com/example/App.java:3:5",
+        ),
+        (
+            "error Couldn't find package \"left-pad@^9.9.9\" on the \"npm\" registry.",
+            "node.yarn",
+            Severity::Error,
+            "Couldn't find package \"left-pad@^9.9.9\" on the \"npm\" registry.",
+            "",
+        ),
+        (
+            "webpack 5.97.1 compiled with 2 errors in 30 ms",
+            "bundler.webpack_failed",
+            Severity::Error,
+            "webpack 5.97.1 compiled with 2 errors",
+            "",
+        ),
+        (
+            "10:32:11 AM [vite] (ssr) Internal server error: Transform failed with 1 error:",
+            "bundler.vite",
+            Severity::Error,
+            "Transform failed with 1 error:",
+            "",
+        ),
+        (
+            "10:32:11 AM [vite] (client) Pre-transform error (/app/index.html): Unable to parse HTML",
+            "bundler.vite",
+            Severity::Error,
+            "Unable to parse HTML",
+            "",
+        ),
+        (
+            "10:32:11 AM [vite] server restart failed",
+            "bundler.vite",
+            Severity::Error,
+            "server restart failed",
+            "",
+        ),
+        (
+            "Program.cs(3,5): error CS1002: ; expected [/p/x.csproj]",
+            "dotnet.build_error",
+            Severity::Error,
+            "CS1002: ; expected",
+            "Program.cs:3:5",
+        ),
+        (
+            "error NETSDK1045: The current .NET SDK does not support targeting .NET 9.0.",
+            "dotnet.build_error",
+            Severity::Error,
+            "NETSDK1045: The current .NET SDK does not support targeting .NET 9.0.",
+            "",
+        ),
+        (
+            "/app/Api.csproj : error NU1101: Unable to find package Acme.Billing. No packages exist with this id in source(s): nuget.org",
+            "dotnet.build_error",
+            Severity::Error,
+            "NU1101: Unable to find package Acme.Billing. No packages exist with this id in source(s): nuget.org",
+            "",
+        ),
+        (
+            "dotnet watch ❌ [Api (net8.0)] Exited with error code 1",
+            "dotnet.watch",
+            Severity::Error,
+            "Exited with error code 1",
+            "",
+        ),
     ];
     for &(line, rule, severity, message, location) in cases {
         let a = one(&[line]);
@@ -410,6 +605,511 @@ fn multi_line_groups_of_other_ecosystems() {
         ])
         .is_empty()
     );
+}
+
+/// The alerts and reload signals of `lines`.
+fn scan_reloads(lines: &[&str]) -> (Vec<Alert>, Vec<Reload>) {
+    let mut scanner = Scanner::new(defaults(), "process:web");
+    let mut out = Vec::new();
+    for line in lines {
+        scanner.feed(line, Stream::Stdout, t(0), &mut out);
+    }
+    scanner.finish(&mut out);
+    (out, scanner.take_reloads())
+}
+
+#[test]
+fn reload_signals_per_tool_and_the_failures_that_are_none() {
+    use ReloadPhase::{Started, Succeeded};
+    // (line, the signal it is); `None`: a failure, or neither.
+    let cases: &[(&str, Option<(ReloadPhase, &str)>)] = &[
+        (
+            "10:32:11 AM [vite] (client) hmr update /src/App.tsx, /src/App.css",
+            Some((Succeeded, "vite")),
+        ),
+        (
+            "10:32:11 AM [vite] hmr update /src/App.tsx (x2)",
+            Some((Succeeded, "vite")),
+        ),
+        (
+            "10:32:11 AM [vite] (ssr) page reload src/routes/+page.svelte",
+            Some((Succeeded, "vite")),
+        ),
+        (
+            "10:32:11 AM [vite] server restarted.",
+            Some((Succeeded, "vite")),
+        ),
+        (
+            "10:32:11 AM [vite] vite.config.ts changed, restarting server...",
+            Some((Started, "vite")),
+        ),
+        (
+            "10:32:11 AM [vite] (client) Pre-transform error: Failed to resolve import",
+            None,
+        ),
+        (
+            "10:32:11 AM [vite] error while updating dependencies:",
+            None,
+        ),
+        (
+            "There is a new version of the pre-bundle for \"react\", a page reload is going to ask for it.",
+            None,
+        ),
+        (
+            "webpack 5.97.1 compiled successfully in 312 ms",
+            Some((Succeeded, "webpack")),
+        ),
+        (
+            "client (webpack 5.97.1) compiled successfully in 40 ms",
+            Some((Succeeded, "webpack")),
+        ),
+        (
+            "webpack 5.97.1 compiled with 1 warning in 30 ms",
+            Some((Succeeded, "webpack")),
+        ),
+        ("webpack 5.97.1 compiled with 2 errors in 30 ms", None),
+        (
+            "webpack 5.97.1 compiled with 1 error and 1 warning in 30 ms",
+            None,
+        ),
+        ("Compiling...", Some((Started, "webpack"))),
+        ("Compiled successfully!", Some((Succeeded, "webpack"))),
+        ("Compiled with warnings.", Some((Succeeded, "webpack"))),
+        ("Failed to compile.", None),
+        (" ○ Compiling /about ...", Some((Started, "nextjs"))),
+        (
+            " ✓ Compiled /about in 1.2s (512 modules)",
+            Some((Succeeded, "nextjs")),
+        ),
+        (" ✓ Compiled in 300ms", Some((Succeeded, "nextjs"))),
+        (" ⨯ ./app/page.tsx:3:1", None),
+        (
+            "[8:24:03 AM] Starting compilation in watch mode...",
+            Some((Started, "tsc")),
+        ),
+        (
+            "8:24:08 AM - File change detected. Starting incremental compilation...",
+            Some((Started, "tsc")),
+        ),
+        (
+            "8:24:12 AM - Found 0 errors. Watching for file changes.",
+            Some((Succeeded, "tsc")),
+        ),
+        (
+            "8:24:11 AM - Found 1 error. Watching for file changes.",
+            None,
+        ),
+        (
+            "[8:24:11 AM] Found 3 errors. Watching for file changes.",
+            None,
+        ),
+        (
+            "WARNING:  StatReload detected changes in 'app/main.py'. Reloading...",
+            Some((Started, "uvicorn")),
+        ),
+        (
+            "WARNING:  WatchFiles detected changes in 'main.py', 'db.py'. Reloading...",
+            Some((Started, "uvicorn")),
+        ),
+        (
+            "INFO:     Application startup complete.",
+            Some((Succeeded, "uvicorn")),
+        ),
+        ("INFO:     Application shutdown complete.", None),
+        ("ERROR:    Application startup failed. Exiting.", None),
+        (
+            "/app/shop/views.py changed, reloading.",
+            Some((Started, "django")),
+        ),
+        (
+            "System check identified no issues (0 silenced).",
+            Some((Succeeded, "django")),
+        ),
+        ("System check identified 1 issue (0 silenced).", None),
+        (
+            " * Detected change in '/app/app.py', reloading",
+            Some((Started, "flask")),
+        ),
+        (" * Restarting with stat", Some((Started, "flask"))),
+        (
+            " * Restarting with watchdog (inotify)",
+            Some((Started, "flask")),
+        ),
+        (" * Debugger is active!", Some((Succeeded, "flask"))),
+        (
+            "[nodemon] restarting due to changes...",
+            Some((Started, "nodemon")),
+        ),
+        (
+            "[nodemon] starting `node server.js`",
+            Some((Succeeded, "nodemon")),
+        ),
+        (
+            "[nodemon] app crashed - waiting for file changes before starting...",
+            None,
+        ),
+        (
+            "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 0.52s",
+            Some((Succeeded, "cargo")),
+        ),
+        (
+            "    Finished release [optimized] target(s) in 12.04s",
+            Some((Succeeded, "cargo")),
+        ),
+        ("   Compiling corral v0.1.0 (/app)", None),
+        (
+            "error: could not compile `app` (bin \"app\") due to 1 previous error",
+            None,
+        ),
+        ("[Running 'cargo run']", Some((Started, "cargo-watch"))),
+        (
+            "[Finished running. Exit status: 0]",
+            Some((Succeeded, "cargo-watch")),
+        ),
+        ("[Finished running. Exit status: 101]", None),
+        ("building...", Some((Started, "air"))),
+        ("[15:04:05] building...", Some((Started, "air"))),
+        ("running...", Some((Succeeded, "air"))),
+        (
+            "dotnet watch 🔥 Hot reload succeeded.",
+            Some((Succeeded, "dotnet-watch")),
+        ),
+        (
+            "dotnet watch 🔥 [Api (net8.0)] C# and Razor changes applied in 23ms.",
+            Some((Succeeded, "dotnet-watch")),
+        ),
+        (
+            "dotnet watch 🔥 Static asset changes applied in 5ms.",
+            Some((Succeeded, "dotnet-watch")),
+        ),
+        (
+            "dotnet watch ⌚ File changed: ./Program.cs.",
+            Some((Started, "dotnet-watch")),
+        ),
+        (
+            "dotnet watch ⌚ Restarting application to apply changes ...",
+            Some((Started, "dotnet-watch")),
+        ),
+        (
+            "dotnet watch 🔥 Unable to apply changes due to compilation errors.",
+            None,
+        ),
+        ("dotnet watch ❌ Exited with error code 1", None),
+    ];
+    for &(line, want) in cases {
+        let (alerts, reloads) = scan_reloads(&[line]);
+        let got: Vec<(ReloadPhase, &str)> =
+            reloads.iter().map(|r| (r.phase, r.tool.as_str())).collect();
+        assert_eq!(got, want.into_iter().collect::<Vec<_>>(), "{line}");
+        if want.is_some() {
+            // A reload line is never an alert; it is cleaned and trimmed like one.
+            assert!(alerts.is_empty(), "{line}: {alerts:#?}");
+            assert_eq!(reloads[0].line, line.trim(), "{line}");
+            assert_eq!((reloads[0].stream, reloads[0].at), (Stream::Stdout, t(0)));
+        }
+    }
+}
+
+#[test]
+fn a_failed_air_build_is_not_followed_by_a_success() {
+    let (_, reloads) = scan_reloads(&[
+        "main.go has changed",
+        "building...",
+        "./main.go:6:17: undefined: port",
+        "failed to build, error: exit status 1",
+        // air without stop_on_error runs the old binary anyway.
+        "running...",
+        "building...",
+        "running...",
+    ]);
+    let got: Vec<ReloadPhase> = reloads.iter().map(|r| r.phase).collect();
+    use ReloadPhase::{Started, Succeeded};
+    assert_eq!(got, vec![Started, Started, Succeeded]);
+}
+
+#[test]
+fn reload_signals_are_taken_once_and_bounded() {
+    let mut scanner = Scanner::new(defaults(), "process:web");
+    let mut out = Vec::new();
+    assert!(scanner.take_reloads().is_empty());
+    for i in 0..1000 {
+        let line = format!(
+            "\x1b[2m1:55:{:02} PM\x1b[22m \x1b[36m[vite]\x1b[39m \x1b[32mhmr update \x1b[39m/src/C{i}.tsx",
+            i % 60
+        );
+        scanner.feed(&line, Stream::Stdout, t(i), &mut out);
+    }
+    assert!(out.is_empty() && !scanner.pending());
+    let reloads = scanner.take_reloads();
+    // The newest are kept, in order, without their colours.
+    assert!(
+        reloads.len() <= 256 && reloads.len() >= 128,
+        "{}",
+        reloads.len()
+    );
+    assert_eq!(
+        reloads.last().unwrap().line,
+        "1:55:39 PM [vite] hmr update /src/C999.tsx"
+    );
+    assert!(reloads.windows(2).all(|w| w[0].at < w[1].at));
+    assert!(scanner.take_reloads().is_empty());
+}
+
+#[test]
+fn a_summary_is_an_alert_only_when_its_errors_were_not() {
+    let block = [
+        "ERROR in ./src/index.js 3:17",
+        "Module parse failed: Unexpected token (3:17)",
+        "",
+        "webpack 5.97.1 compiled with 1 error in 30 ms",
+    ];
+    let alerts = scan(&block);
+    assert_eq!(alerts.len(), 1, "{alerts:#?}");
+    assert_eq!(alerts[0].rule, "bundler.webpack");
+    // With `stats: 'summary'` webpack prints only the summary: then it is the alert,
+    // every time.
+    let summary = "webpack 5.97.1 compiled with 1 error in 30 ms";
+    let alerts = scan(&[summary, "webpack 5.97.1 compiled with 1 error in 41 ms"]);
+    assert_eq!(alerts.len(), 2, "{alerts:#?}");
+    assert!(alerts.iter().all(|a| a.rule == "bundler.webpack_failed"
+        && a.message == "webpack 5.97.1 compiled with 1 error"));
+    // An error of an earlier build does not hide this build's summary.
+    let mut lines = block.to_vec();
+    lines.extend(["webpack 5.97.1 compiled successfully in 20 ms", summary]);
+    let rules: Vec<String> = scan(&lines).into_iter().map(|a| a.rule).collect();
+    assert_eq!(rules, vec!["bundler.webpack", "bundler.webpack_failed"]);
+}
+
+#[test]
+fn tool_blocks_from_documented_output() {
+    // (lines, rule, message, location)
+    let cases: &[(&[&str], &str, &str, &str)] = &[
+        (
+            // Gradle 7+: the line after `What went wrong` and its first `>` cause.
+            &[
+                "FAILURE: Build failed with an exception.",
+                "",
+                "* What went wrong:",
+                "Could not resolve all files for configuration ':app:compileClasspath'.",
+                "> Could not find com.acme:billing-client:2.1.0.",
+                "  Required by:",
+                "      project :app",
+                "",
+                "* Try:",
+                "> Run with --stacktrace option to get the stack trace.",
+                "> Run with --info or --debug option to get more log output.",
+                "",
+                "BUILD FAILED in 2s",
+            ],
+            "java.build_failed",
+            "Could not resolve all files for configuration ':app:compileClasspath': Could not find com.acme:billing-client:2.1.0.",
+            "",
+        ),
+        (
+            &[
+                "BUILD FAILED",
+                "/app/build.xml:12: Warning: Could not find file /app/lib/billing.jar to copy.",
+                "",
+                "Total time: 0 seconds",
+            ],
+            "java.build_failed",
+            "Warning: Could not find file /app/lib/billing.jar to copy.",
+            "/app/build.xml:12",
+        ),
+        (
+            // babel-loader: the message is the SyntaxError, not the loader's line.
+            &[
+                "ERROR in ./src/App.js",
+                "Module build failed (from ./node_modules/babel-loader/lib/index.js):",
+                "SyntaxError: /app/src/App.js: Unexpected token (3:17)",
+                "",
+            ],
+            "bundler.webpack",
+            "SyntaxError: /app/src/App.js: Unexpected token (3:17)",
+            "",
+        ),
+        (
+            // ts-loader: the module's location line, then its own.
+            &[
+                "ERROR in /app/src/App.tsx",
+                "./src/App.tsx 3:7-13",
+                "[tsl] ERROR in /app/src/App.tsx(3,7)",
+                "      TS2322: Type 'string' is not assignable to type 'number'.",
+                "",
+            ],
+            "bundler.webpack",
+            "TS2322: Type 'string' is not assignable to type 'number'.",
+            "./src/App.tsx:3:7",
+        ),
+        (
+            // fork-ts-checker-webpack-plugin.
+            &[
+                "ERROR in ./src/App.tsx:3:7",
+                "TS2322: Type 'string' is not assignable to type 'number'.",
+                "    1 | import React from 'react';",
+                "",
+            ],
+            "bundler.webpack",
+            "TS2322: Type 'string' is not assignable to type 'number'.",
+            "./src/App.tsx:3:7",
+        ),
+        (
+            &[
+                "➤ YN0000: ┌ Link step",
+                "➤ YN0007: │ sharp@npm:0.33.0 must be built because it never has been before or the last one failed",
+                "➤ YN0009: │ sharp@npm:0.33.0 couldn't be built successfully (exit code 1, logs can be found here: /tmp/xfs-1/build.log)",
+                "➤ YN0000: └ Completed in 2s",
+                "➤ YN0000: · Failed with errors in 3s 12ms",
+            ],
+            "node.yarn",
+            "sharp@npm:0.33.0 couldn't be built successfully (exit code 1, logs can be found here: /tmp/xfs-1/build.log)",
+            "",
+        ),
+        (
+            // npm 6's lifecycle failure: the first line that is not a detail.
+            &[
+                "npm ERR! code ELIFECYCLE",
+                "npm ERR! errno 1",
+                "npm ERR! web@1.0.0 build: `node build.js`",
+                "npm ERR! Exit status 1",
+                "npm ERR! ",
+                "npm ERR! Failed at the web@1.0.0 build script.",
+            ],
+            "node.npm",
+            "web@1.0.0 build: `node build.js`",
+            "",
+        ),
+        (
+            &[
+                "go: errors parsing go.mod:",
+                "/app/go.mod:3: unknown directive: requir",
+            ],
+            "go.module_error",
+            "unknown directive: requir",
+            "/app/go.mod:3",
+        ),
+    ];
+    for &(lines, rule, message, location) in cases {
+        let a = one(lines);
+        assert_eq!(
+            (a.rule.as_str(), a.message.as_str(), loc(&a).as_str()),
+            (rule, message, location),
+            "{lines:#?}"
+        );
+    }
+    // Vite's optimizer failing: its message, and esbuild's error on a line of its own
+    // (complete first, so reported first).
+    let alerts = scan(&[
+        "10:32:11 AM [vite] error while updating dependencies:",
+        "Error: Build failed with 1 error:",
+        "node_modules/left-pad/index.js:3:10: ERROR: Unexpected \"}\"",
+        "    at failureErrorWithLog (/app/node_modules/esbuild/lib/main.js:1472:15)",
+    ]);
+    let got: Vec<(&str, &str)> = alerts
+        .iter()
+        .map(|a| (a.rule.as_str(), a.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("generic.error_log", "Unexpected \"}\""),
+            ("bundler.vite", "Error: Build failed with 1 error:")
+        ]
+    );
+}
+
+#[test]
+fn an_error_log_line_and_the_traceback_after_it_are_one_alert() {
+    let traceback = [
+        "Traceback (most recent call last):",
+        r#"  File "/app/main.py", line 10, in get_item"#,
+        "    return item[\"owner\"]",
+        "KeyError: 'owner'",
+    ];
+    let header = "ERROR:    Exception in ASGI application";
+    let alone = one(&traceback);
+    for between in [
+        &[][..],
+        &["INFO:     127.0.0.1:5 - \"GET / HTTP/1.1\" 500"],
+        &["", "x"],
+    ] {
+        let mut lines = vec![header];
+        lines.extend(between);
+        lines.extend(traceback);
+        let a = one(&lines);
+        // The traceback's alert, as without the header (same id), starting with it.
+        assert_eq!(
+            (a.rule.as_str(), a.id.as_str()),
+            ("python.traceback", alone.id.as_str())
+        );
+        assert_eq!(
+            (a.message.as_str(), loc(&a).as_str()),
+            ("KeyError: 'owner'", "/app/main.py:10")
+        );
+        assert_eq!(a.lines[0], header);
+        assert_eq!(a.lines.len(), 5, "{:#?}", a.lines);
+    }
+    // Three lines later it is an alert of its own, as before.
+    let mut lines = vec![header, "a", "b", "c"];
+    lines.extend(traceback);
+    let rules: Vec<String> = scan(&lines).into_iter().map(|a| a.rule).collect();
+    assert_eq!(rules, vec!["generic.error_log", "python.traceback"]);
+    let header_alone = one(&[header]);
+    assert_eq!(
+        (header_alone.rule.as_str(), header_alone.message.as_str()),
+        ("generic.error_log", "Exception in ASGI application")
+    );
+    // A JVM logger's line and the stack after it (Spring Boot).
+    let a = one(&[
+        "2024-05-05T14:06:59.123Z ERROR 4242 --- [main] o.s.boot.SpringApplication : Application run failed",
+        "java.lang.IllegalStateException: PORT is not set",
+        "\tat com.example.App.main(App.java:10)",
+    ]);
+    assert_eq!(
+        (a.rule.as_str(), a.message.as_str(), loc(&a).as_str()),
+        (
+            "java.exception",
+            "java.lang.IllegalStateException: PORT is not set",
+            "App.java:10"
+        )
+    );
+    // An error line that turns out not to be a stack: both are reported, in order.
+    let alerts = scan(&[
+        "ERROR sending mail failed",
+        "TypeError: x is not a function",
+    ]);
+    let got: Vec<(&str, &str)> = alerts
+        .iter()
+        .map(|a| (a.rule.as_str(), a.message.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            ("generic.error_log", "sending mail failed"),
+            ("generic.error_line", "TypeError: x is not a function")
+        ]
+    );
+    // Other alerts after a header keep their order.
+    let alerts = scan(&["ERROR first", "Segmentation fault (core dumped)"]);
+    let rules: Vec<&str> = alerts.iter().map(|a| a.rule.as_str()).collect();
+    assert_eq!(rules, vec!["generic.error_log", "generic.segfault"]);
+}
+
+#[test]
+fn a_lone_error_log_line_is_reported_at_the_next_tick() {
+    let mut scanner = Scanner::new(defaults(), "process:api");
+    let mut out = Vec::new();
+    scanner.feed("ERROR db: pool exhausted", Stream::Stderr, t(0), &mut out);
+    assert!(out.is_empty() && scanner.pending());
+    scanner.tick(t(0) + Duration::from_millis(99), &mut out);
+    assert!(out.is_empty());
+    scanner.tick(t(0) + Duration::from_millis(100), &mut out);
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        (out[0].rule.as_str(), out[0].message.as_str()),
+        ("generic.error_log", "db: pool exhausted")
+    );
+    assert!(!scanner.pending());
 }
 
 #[test]
@@ -602,6 +1302,8 @@ fn alert(id_message: &str, source: &str, severity: Severity, at: SystemTime) -> 
         Severity::Warning => format!("main.c:1:1: warning: {id_message}"),
     };
     scanner.feed(&line, Stream::Stdout, at, &mut out);
+    // An error log line waits for the traceback it may announce.
+    scanner.finish(&mut out);
     out.pop().expect("an alert")
 }
 
