@@ -12,10 +12,10 @@
 //! behind [`Alerts`] deduplicates: a new alert becomes one `alert` event; a repeat
 //! within the window only raises the count of the one already listed.
 
-use corral_alerts::{Alert, AlertLog, AlertQuery, AlertRules, Recorded, Scanner, Stream};
+use corral_alerts::{Alert, AlertLog, AlertQuery, AlertRules, Recorded, Reload, Scanner, Stream};
 use corral_config::redact::Redactor;
 use corral_events::{Event, EventBus, Kind, Source};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::sync::{Arc, Mutex};
@@ -35,11 +35,16 @@ pub struct Alerts {
     next_stream: AtomicU64,
 }
 
-/// What the scanning thread reports to: the log and the bus.
+/// What the scanning thread reports to: the log, the reload signals and the bus.
 struct Store {
     log: Mutex<AlertLog>,
+    /// The last reload signals of each source, oldest first.
+    reloads: Mutex<HashMap<String, VecDeque<Reload>>>,
     bus: EventBus,
 }
+
+/// Reload signals kept per source.
+const RELOADS_KEPT: usize = 32;
 
 impl Alerts {
     /// Alerts by `settings` (the `[alerts]` table), reported on `bus`. An error names the
@@ -52,6 +57,7 @@ impl Alerts {
         let rules = Arc::new(AlertRules::with_config(settings)?);
         let store = Arc::new(Store {
             log: Mutex::new(AlertLog::from_settings(settings)),
+            reloads: Mutex::new(HashMap::new()),
             bus,
         });
         let (tx, rx) = std_mpsc::sync_channel(QUEUE_CHUNKS);
@@ -86,6 +92,17 @@ impl Alerts {
         }
         let limit = self.rules.limits().group_idle + 2 * TICK;
         let _ = tokio::time::timeout(limit, rx).await;
+    }
+
+    /// The last reload signals `source` (`process:web`) printed (a dev server's reload
+    /// or rebuild starting or done: [`corral_alerts::Reload`]), oldest first; at most
+    /// 32.
+    pub fn reloads(&self, source: &str) -> Vec<Reload> {
+        let reloads = self.store.reloads.lock().unwrap();
+        reloads
+            .get(source)
+            .map(|r| r.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The newest alert of `source` (`process:web`), if any.
@@ -129,6 +146,15 @@ impl Alerts {
 }
 
 impl Store {
+    fn reloaded(&self, source: &str, signals: Vec<Reload>) {
+        let mut reloads = self.reloads.lock().unwrap();
+        let kept = reloads.entry(source.to_owned()).or_default();
+        kept.extend(signals);
+        while kept.len() > RELOADS_KEPT {
+            kept.pop_front();
+        }
+    }
+
     fn record(&self, found: &mut Vec<Alert>) {
         if found.is_empty() {
             return;
@@ -323,6 +349,10 @@ fn scan_thread(
                 if let Some(s) = streams.get_mut(&id) {
                     s.lines
                         .scan(&bytes, &rules, &mut s.scanner, s.stream, at, &mut found);
+                    let signals = s.scanner.take_reloads();
+                    if !signals.is_empty() {
+                        store.reloaded(s.scanner.source(), signals);
+                    }
                 }
                 id
             }

@@ -128,6 +128,7 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
             g.observations.push(o);
         }
         restarted_on_request(&source, st.fixed_at, &mut g.fixes);
+        reloaded(alerts, &source, &mut g.fixes);
         g.observations
             .extend(found.iter().map(|a| alert_observation(a, src.root, raw)));
         g.sources.push(SourceInfo { source, down });
@@ -173,6 +174,7 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
                     g.observations.push(o);
                 }
                 restarted_on_request(&source, life.fixed_at, &mut g.fixes);
+                reloaded(alerts, &source, &mut g.fixes);
                 // A run that ended on its own with a failure, and was not restarted.
                 if down.is_none()
                     && life.state() == State::Stopped
@@ -355,6 +357,26 @@ fn restarted_on_request(source: &str, fixed_at: Option<SystemTime>, fixes: &mut 
             at,
         });
     }
+}
+
+/// A reload or rebuild the unit's tool said succeeded fixes what came before it.
+fn reloaded(
+    alerts: Option<&std::sync::Arc<corral_supervisor::alerts::Alerts>>,
+    source: &str,
+    fixes: &mut Vec<Fix>,
+) {
+    let Some(alerts) = alerts else { return };
+    fixes.extend(
+        alerts
+            .reloads(source)
+            .into_iter()
+            .filter(|r| r.phase == corral_alerts::ReloadPhase::Succeeded)
+            .map(|r| Fix {
+                scope: Scope::Unit(source.to_owned()),
+                kind: FixKind::Reloaded(r.tool),
+                at: r.at,
+            }),
+    );
 }
 
 /// The port of a proxy's target URL (`http://127.0.0.1:5173` → 5173).
