@@ -139,3 +139,32 @@ fn the_same_request_succeeding_resolves_and_failing_again_regresses() {
     assert_eq!(incident["state"], "regressed", "{incident:#}");
     assert_eq!(incident["fix"]["kind"], "request_ok");
 }
+
+/// A dev server's own reload resolves what it printed before, with no restart: the
+/// process prints a traceback, then (once told to) uvicorn's reload lines.
+#[test]
+fn a_dev_servers_own_reload_resolves_its_errors() {
+    let p = Project::new(
+        "[processes.app]\ncommand = \"printf 'Traceback (most recent call last):\\\\n  File \\\"%s/app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' \\\"$PWD\\\" >&2; while [ ! -e reload ]; do sleep 0.05; done; printf 'WARNING:  WatchFiles detected changes in '\\\\''app.py'\\\\''. Reloading...\\\\nINFO:     Started server process [42]\\\\nINFO:     Waiting for application startup.\\\\nINFO:     Application startup complete.\\\\n' >&2; exec sleep 1000\"\n",
+    );
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    wait_until("the traceback", || {
+        p.run(&["errors"]).stdout().contains("bad port")
+    });
+    let pid = process(&ps(&p), "app")["pid"].clone();
+    p.write("reload", "");
+    // Resolved once the reload's grace (2 s) is over with nothing recurring.
+    wait_until("resolved by the reload", || {
+        let report = errors(&p, &["--status", "resolved"]);
+        entries(&report)
+            .iter()
+            .any(|e| e["message"] == "ValueError: bad port" && e["fix"]["kind"] == "reloaded")
+    });
+    let report = errors(&p, &["--status", "resolved"]);
+    let e = &entries(&report)[0];
+    assert_eq!(e["fix"]["why"], "reloaded (uvicorn)", "{e:#}");
+    assert!(entries(&errors(&p, &[])).is_empty());
+    // Corral restarted nothing.
+    assert_eq!(process(&ps(&p), "app")["pid"], pid);
+}
