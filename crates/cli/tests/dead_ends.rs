@@ -120,7 +120,7 @@ fn a_call_to_a_server_stopped_on_purpose_says_how_to_start_it() {
 }
 
 #[test]
-fn corral_errors_without_a_daemon_reports_the_servers_and_says_what_it_cannot_see() {
+fn corral_errors_without_a_daemon_reads_the_journal_and_standalone_asks_the_servers() {
     let p = Project::new(BROKEN);
     let help = p.run(&["--help"]);
     assert!(
@@ -129,7 +129,20 @@ fn corral_errors_without_a_daemon_reports_the_servers_and_says_what_it_cannot_se
             .any(|l| l.trim_start().starts_with("errors")),
         "{help:?}"
     );
+    // No daemon: the journal's record (none yet), and nothing started.
     let r = p.run(&["errors"]);
+    assert_eq!(r.code(), 0, "{r:?}");
+    assert!(
+        r.stdout()
+            .starts_with("No errors (sources: none; unavailable: live state (no daemon runs"),
+        "{r:?}"
+    );
+    assert!(
+        !p.dir.join(".corral/logs/broken.log").exists(),
+        "a server was started"
+    );
+    // --standalone starts the servers to ask them.
+    let r = p.run(&["errors", "--standalone"]);
     assert_eq!(r.code(), 0, "{r:?}");
     let out = r.stdout();
     let lines: Vec<&str> = out.lines().collect();
@@ -145,7 +158,7 @@ fn corral_errors_without_a_daemon_reports_the_servers_and_says_what_it_cannot_se
         out.contains("dev processes run only in the daemon"),
         "the answer says what it could not see: {out}"
     );
-    let json = p.run(&["errors", "--json"]);
+    let json = p.run(&["errors", "--standalone", "--json"]);
     let v: serde_json::Value = serde_json::from_str(&json.stdout()).unwrap();
     assert_eq!(v["entries"][0]["source"], "server:broken", "{v}");
     assert_eq!(v["entries"][0]["down"], true, "{v}");
