@@ -194,11 +194,16 @@ pub(crate) fn join(
 
 /// Links the entries of one failure (see the module docs).
 fn link(entries: &[Entry], facts: &[Facts], sets: &mut Sets) {
-    // Errors of each unit, to find what a process printed while a request failed.
+    // Errors of each unit, to find what a process printed while a request failed; and
+    // its deaths (crashes, exits, failed starts), which alone explain a transport error.
     let mut printed: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut died: HashMap<&str, Vec<usize>> = HashMap::new();
     for (i, e) in entries.iter().enumerate() {
         if kind(&e.source) == Kind::Unit && e.severity == Severity::Error {
             printed.entry(e.source.as_str()).or_default().push(i);
+            if priority(e) == 2 {
+                died.entry(e.source.as_str()).or_default().push(i);
+            }
         }
     }
     let mut by_request_id: HashMap<&str, usize> = HashMap::new();
@@ -222,23 +227,21 @@ fn link(entries: &[Entry], facts: &[Facts], sets: &mut Sets) {
             let hi = x.end + after;
             // A transport error (nobody answered) is explained by a unit that died, not
             // by whatever it printed while alive.
+            let candidates = if transport { &died } else { &printed };
             let in_window = |j: usize| {
                 let e = &entries[j];
-                if transport && priority(e) != 2 {
-                    return false;
-                }
                 instants(&facts[j]).any(|t| within(t, lo, hi))
                     || (transport && e.down && e.first_seen <= x.end)
             };
             // The unit serving the target first; else the one unit that printed an
             // error closest to the request.
             let owner = facts[i].units.iter().find(|u| {
-                printed
+                candidates
                     .get(u.as_str())
                     .is_some_and(|js| js.iter().any(|&j| in_window(j)))
             });
             let unit = owner.map(String::as_str).or_else(|| {
-                printed
+                candidates
                     .iter()
                     .filter_map(|(unit, js)| {
                         js.iter()
@@ -252,7 +255,7 @@ fn link(entries: &[Entry], facts: &[Facts], sets: &mut Sets) {
                     .min()
                     .map(|(_, unit)| unit)
             });
-            if let Some(js) = unit.and_then(|u| printed.get(u)) {
+            if let Some(js) = unit.and_then(|u| candidates.get(u)) {
                 for &j in js {
                     if in_window(j) {
                         sets.join(i, j);
@@ -374,15 +377,19 @@ fn state(
     if members.iter().any(|&i| entries[i].down) {
         return State::Active;
     }
-    let mut scope = HashSet::new();
-    for &i in members {
-        scope.extend(scopes(&entries[i], &facts[i]));
-    }
     let mut seen: Vec<SystemTime> = members.iter().flat_map(|&i| instants(&facts[i])).collect();
     seen.sort();
     let (Some(&first), Some(&last)) = (seen.first(), seen.last()) else {
         return State::Active;
     };
+    // Most incidents have no fix after they began: nothing more to look at.
+    if !fixes.iter().any(|f| f.at > first) {
+        return State::Active;
+    }
+    let mut scope = HashSet::new();
+    for &i in members {
+        scope.extend(scopes(&entries[i], &facts[i]));
+    }
     let counts = |fix: &Fix| {
         let until = fix.at + fix.kind.grace();
         now >= until && !seen.iter().any(|&t| t > fix.at && t <= until)

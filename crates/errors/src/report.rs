@@ -225,7 +225,7 @@ pub fn report(
     let mut index: HashMap<Key, usize> = HashMap::new();
     let mut entries: Vec<Entry> = Vec::new();
     let mut facts: Vec<Facts> = Vec::new();
-    for (obs, down) in kept {
+    for (mut obs, down) in kept {
         let key = (
             obs.source.clone(),
             obs.category.clone(),
@@ -236,8 +236,8 @@ pub fn report(
         let occurrence = Occurrence {
             first: obs.first_seen.min(obs.last_seen),
             last: obs.last_seen,
-            exchange: obs.exchange.clone(),
-            page: obs.page.clone(),
+            exchange: obs.exchange.take(),
+            page: obs.page.take(),
         };
         let i = match index.get(&key) {
             Some(&i) => {
