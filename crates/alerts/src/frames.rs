@@ -731,8 +731,15 @@ mod tests {
             at("C:\\app\\main.ts:7").as_deref(),
             Some("C:\\app\\main.ts:7")
         );
+        let host_and_port = format!(
+            "localhost:{}",
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .unwrap()
+                .port()
+        );
         for no in [
-            "localhost:3000",
+            host_and_port.as_str(),
             "node:internal/modules/cjs/loader:1210",
             "see a.js:2",
             "/app/a.js:2:5",

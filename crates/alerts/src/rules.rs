@@ -987,9 +987,15 @@ mod tests {
     #[test]
     fn ordinary_lines_are_not_candidates() {
         let rules = AlertRules::defaults();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let listening =
+            format!("2024-10-10T13:55:36.123Z INFO  server: listening on 0.0.0.0:{port}");
         for line in [
             r#"127.0.0.1 - - [10/Oct/2024:13:55:36 +0000] "GET /api/users HTTP/1.1" 200 2326"#,
-            "2024-10-10T13:55:36.123Z INFO  server: listening on 0.0.0.0:8080",
+            listening.as_str(),
             "  VITE v5.0.0  ready in 312 ms",
             "    compiled 1234 modules in 512 ms; watching for file changes…",
         ] {

@@ -8,6 +8,8 @@ use std::time::{Duration, SystemTime};
 
 use corral_alerts::{Alert, AlertRules, Scanner, Stream};
 
+mod common;
+
 fn rules() -> Arc<AlertRules> {
     static RULES: OnceLock<Arc<AlertRules>> = OnceLock::new();
     Arc::clone(RULES.get_or_init(|| Arc::new(AlertRules::defaults())))
@@ -50,6 +52,10 @@ struct Case<'a> {
 
 #[test]
 fn every_ecosystem_names_the_function_and_reduces_the_stack() {
+    // Ports in the lines are a free one read back from the OS: nothing fixed.
+    let port = common::port();
+    let in_use = format!("Error: listen EADDRINUSE: address already in use :::{port}");
+    let refused = format!("Error: connect ECONNREFUSED 127.0.0.1:{port}");
     let cases = [
         Case {
             name: "Ruby before 3.4: backticks; the raising line is user code",
@@ -260,16 +266,16 @@ fn every_ecosystem_names_the_function_and_reduces_the_stack() {
         Case {
             name: "Node: the last frame of an error with properties ends in ` {`",
             lines: &[
-                "Error: listen EADDRINUSE: address already in use :::3000",
+                &in_use,
                 "    at Server.setupListenHandle [as _listen2] (node:net:1817:16)",
                 "    at listenInCluster (node:net:1865:12)",
                 "    at /app/server.js:5:8 {",
                 "  code: 'EADDRINUSE',",
-                "  port: 3000",
+                &format!("  port: {port}"),
                 "}",
             ],
             rule: "node.error",
-            message: "Error: listen EADDRINUSE: address already in use :::3000",
+            message: &in_use,
             location: "/app/server.js:5:8",
             context: &["frame: /app/server.js:5:8"],
         },
@@ -279,7 +285,7 @@ fn every_ecosystem_names_the_function_and_reduces_the_stack() {
                 "VError: request failed: connect ECONNREFUSED",
                 "    at Client.get (/app/client.js:10:11)",
                 "    at async main (/app/main.js:4:3)",
-                "Caused by: Error: connect ECONNREFUSED 127.0.0.1:5432",
+                &format!("Caused by: {refused}"),
                 "    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1555:16)",
             ],
             rule: "node.error",
@@ -287,7 +293,7 @@ fn every_ecosystem_names_the_function_and_reduces_the_stack() {
             location: "/app/client.js:10:11",
             context: &[
                 "function: Client.get",
-                "cause: Error: connect ECONNREFUSED 127.0.0.1:5432",
+                &format!("cause: {refused}"),
                 "frame: /app/client.js:10:11 in Client.get",
                 "frame: /app/main.js:4:3 in main",
             ],
@@ -427,7 +433,8 @@ fn a_throw_site_keeps_the_scanner_pending_only_briefly() {
     assert!(scanner.pending());
     scanner.feed("  go();", Stream::Stderr, t0, &mut out);
     assert!(scanner.pending());
-    scanner.feed("listening on 3000", Stream::Stderr, t0, &mut out);
+    let listening = format!("listening on {}", common::port());
+    scanner.feed(&listening, Stream::Stderr, t0, &mut out);
     assert!(!scanner.pending());
 
     scanner.feed("see /app/server.js:2", Stream::Stderr, t0, &mut out);

@@ -9,6 +9,9 @@ use corral_alerts::{
 };
 use corral_config::{AlertPattern, AlertSettings, AlertSeverity};
 
+mod common;
+use common::port;
+
 fn t(secs: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000 + secs)
 }
@@ -48,63 +51,69 @@ fn loc(a: &Alert) -> String {
 
 /// Lines of busy dev servers and builds that say nothing went wrong, some of them
 /// reload signals.
-const ORDINARY: &[&str] = &[
-    "Server listening on port 3000",
-    "webpack 5.97.1 compiled successfully in 312 ms",
-    "Compiling...",
-    r#"INFO:     127.0.0.1:51234 - "GET /api HTTP/1.1" 500 Internal Server Error"#,
-    "[nodemon] restarting due to changes...",
-    "[nodemon] clean exit - waiting for changes before restart",
-    "  VITE v5.4.0  ready in 300 ms",
-    "INFO Started server process [12]",
-    "npm notice New major version of npm available! 10.8.2 -> 11.0.0",
-    "npm notice Changelog: https://github.com/npm/cli/releases/tag/v11.0.0",
-    "npm warn deprecated inflight@1.0.6: This module is not supported, and leaks memory.",
-    "Watching for file changes with StatReloader",
-    "Performing system checks...",
-    "System check identified no issues (0 silenced).",
-    "Starting development server at http://127.0.0.1:8000/",
-    "INFO:     Application startup complete.",
-    " * Debugger is active!",
-    // Builds starting and succeeding.
-    "building...",
-    "running...",
-    "[Running 'cargo run']",
-    "   Compiling corral v0.1.0 (/app)",
-    "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 0.52s",
-    "> web@1.0.0 dev",
-    "> vite",
-    "yarn run v1.22.22",
-    "$ node build.js",
-    "➤ YN0000: ┌ Resolution step",
-    "➤ YN0000: · Done in 0s 76ms",
-    "info Visit https://yarnpkg.com/en/docs/cli/run for documentation about this command.",
-    "Starting the development server...",
-    "[INFO] Building app 1.0",
-    "[INFO] BUILD SUCCESS",
-    "> Task :compileJava",
-    "BUILD SUCCESSFUL in 2s",
-    "  Determining projects to restore...",
-    "Build succeeded.",
-    "    0 Warning(s)",
-    "    0 Error(s)",
-    "dotnet watch 🔨 Building /app/Api.csproj ...",
-    "8:24:08 AM - File change detected. Starting incremental compilation...",
-    "8:24:12 AM - Found 0 errors. Watching for file changes.",
-    "10:32:11 AM [vite] (client) hmr update /src/App.tsx",
-    "go: downloading github.com/acme/billing v1.2.3",
-    "go: finding module for package github.com/acme/billing",
-    // The word error, or a dot and a colon, in lines that are no error.
-    "INFO retrying after error budget check",
-    "DEBUG error_count=0 warnings=0",
-    "WARN error rate above 1% (1.2%) for /api/orders",
-    "2024-05-05 14:06:59 INFO worker: 0 errors, 3 warnings",
-    "app.config.settings: loaded from env",
-    "user.profile.updated: id=3",
-    "logging.handlers.RotatingFileHandler: rotated app.log",
-    "error budget: 99.9% left",
-    "See https://webpack.js.org/concepts#loaders",
-];
+fn ordinary() -> Vec<String> {
+    let port = port();
+    [
+        &format!("Server listening on port {port}"),
+        "webpack 5.97.1 compiled successfully in 312 ms",
+        "Compiling...",
+        &format!(r#"INFO:     127.0.0.1:{port} - "GET /api HTTP/1.1" 500 Internal Server Error"#),
+        "[nodemon] restarting due to changes...",
+        "[nodemon] clean exit - waiting for changes before restart",
+        "  VITE v5.4.0  ready in 300 ms",
+        "INFO Started server process [12]",
+        "npm notice New major version of npm available! 10.8.2 -> 11.0.0",
+        "npm notice Changelog: https://github.com/npm/cli/releases/tag/v11.0.0",
+        "npm warn deprecated inflight@1.0.6: This module is not supported, and leaks memory.",
+        "Watching for file changes with StatReloader",
+        "Performing system checks...",
+        "System check identified no issues (0 silenced).",
+        &format!("Starting development server at http://127.0.0.1:{port}/"),
+        "INFO:     Application startup complete.",
+        " * Debugger is active!",
+        // Builds starting and succeeding.
+        "building...",
+        "running...",
+        "[Running 'cargo run']",
+        "   Compiling corral v0.1.0 (/app)",
+        "    Finished `dev` profile [unoptimized + debuginfo] target(s) in 0.52s",
+        "> web@1.0.0 dev",
+        "> vite",
+        "yarn run v1.22.22",
+        "$ node build.js",
+        "➤ YN0000: ┌ Resolution step",
+        "➤ YN0000: · Done in 0s 76ms",
+        "info Visit https://yarnpkg.com/en/docs/cli/run for documentation about this command.",
+        "Starting the development server...",
+        "[INFO] Building app 1.0",
+        "[INFO] BUILD SUCCESS",
+        "> Task :compileJava",
+        "BUILD SUCCESSFUL in 2s",
+        "  Determining projects to restore...",
+        "Build succeeded.",
+        "    0 Warning(s)",
+        "    0 Error(s)",
+        "dotnet watch 🔨 Building /app/Api.csproj ...",
+        "8:24:08 AM - File change detected. Starting incremental compilation...",
+        "8:24:12 AM - Found 0 errors. Watching for file changes.",
+        "10:32:11 AM [vite] (client) hmr update /src/App.tsx",
+        "go: downloading github.com/acme/billing v1.2.3",
+        "go: finding module for package github.com/acme/billing",
+        // The word error, or a dot and a colon, in lines that are no error.
+        "INFO retrying after error budget check",
+        "DEBUG error_count=0 warnings=0",
+        "WARN error rate above 1% (1.2%) for /api/orders",
+        "2024-05-05 14:06:59 INFO worker: 0 errors, 3 warnings",
+        "app.config.settings: loaded from env",
+        "user.profile.updated: id=3",
+        "logging.handlers.RotatingFileHandler: rotated app.log",
+        "error budget: 99.9% left",
+        "See https://webpack.js.org/concepts#loaders",
+    ]
+    .iter()
+    .map(|l| l.to_string())
+    .collect()
+}
 
 #[test]
 fn ordinary_lines_raise_nothing() {
@@ -117,11 +126,13 @@ fn ordinary_lines_raise_nothing() {
     ]);
     assert!(alerts.is_empty(), "{alerts:#?}");
     // Each alone (a line may be judged by the one before it), and all in a row.
-    for line in ORDINARY {
+    let ordinary = ordinary();
+    let ordinary: Vec<&str> = ordinary.iter().map(String::as_str).collect();
+    for line in &ordinary {
         let alerts = scan(&[line]);
         assert!(alerts.is_empty(), "{line}: {alerts:#?}");
     }
-    let alerts = scan(ORDINARY);
+    let alerts = scan(&ordinary);
     assert!(alerts.is_empty(), "{alerts:#?}");
 }
 
@@ -203,10 +214,12 @@ fn a_progress_bar_line_is_judged_by_its_last_text() {
 #[test]
 fn single_line_rules_of_every_ecosystem() {
     // The port in the address lines is a free one read back from the OS: nothing fixed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
+    let port = port();
+    let ruby_refused = format!(
+        "E, [2024-05-05T14:06:59.123 #42] ERROR -- : Connection refused - connect(2) for 127.0.0.1:{port} (Errno::ECONNREFUSED)"
+    );
+    let ruby_in_use =
+        format!("Errno::EADDRINUSE: Address already in use - bind(2) for \"0.0.0.0\" port {port}");
     let in_use = format!("Error: listen EADDRINUSE: address already in use :::{port}");
     let server_in_use = format!("[server] listen EADDRINUSE :::{port}");
     let refused = format!("connect ECONNREFUSED 127.0.0.1:{port}");
@@ -375,17 +388,17 @@ fn single_line_rules_of_every_ecosystem() {
             "",
         ),
         (
-            "E, [2024-05-05T14:06:59.123 #42] ERROR -- : Connection refused - connect(2) for 127.0.0.1:6379 (Errno::ECONNREFUSED)",
+            &ruby_refused,
             "ruby.errno",
             Severity::Error,
-            "E, [2024-05-05T14:06:59.123 #42] ERROR -- : Connection refused - connect(2) for 127.0.0.1:6379 (Errno::ECONNREFUSED)",
+            &ruby_refused,
             "",
         ),
         (
-            "Errno::EADDRINUSE: Address already in use - bind(2) for \"0.0.0.0\" port 3000",
+            &ruby_in_use,
             "ruby.errno",
             Severity::Error,
-            "Errno::EADDRINUSE: Address already in use - bind(2) for \"0.0.0.0\" port 3000",
+            &ruby_in_use,
             "",
         ),
         (

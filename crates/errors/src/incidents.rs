@@ -562,12 +562,12 @@ mod tests {
                 at(ms),
             )
             .http(Http::new("GET", "/api", Some(500)))
-            .page("http://localhost:5173/users")
+            .page("http://app.localhost/users")
         };
         let error = |ms, page: &str| {
             Observation::new("browser", "js", Severity::Error, "Error: no stats", at(ms)).page(page)
         };
-        let users = "http://localhost:5173/users";
+        let users = "http://app.localhost/users";
         let cases = [
             // Reported after the fetch, or before it (the fetch's report waits for the
             // body): one incident, the page's error its root.
@@ -575,10 +575,7 @@ mod tests {
             (vec![fetch(1_300), error(1_100, users)], 1),
             // Too far apart, or another page: two.
             (vec![fetch(1_000), error(5_000, users)], 2),
-            (
-                vec![fetch(1_000), error(1_100, "http://localhost:5173/")],
-                2,
-            ),
+            (vec![fetch(1_000), error(1_100, "http://app.localhost/")], 2),
         ];
         for (i, (obs, want)) in cases.into_iter().enumerate() {
             let got = all(obs, &[], 10_000);
@@ -712,7 +709,7 @@ mod tests {
     fn a_page_reload_resolves_only_after_the_page_ran_without_it() {
         let js = |ms| {
             Observation::new("browser", "js", Severity::Error, "TypeError: x", at(ms))
-                .page("http://localhost:5173/users?tab=2")
+                .page("http://app.localhost/users?tab=2")
         };
         let reload = fix(Scope::Page("/users".into()), FixKind::PageReloaded, 10_000);
         let state = |seen: Vec<Observation>, now| {

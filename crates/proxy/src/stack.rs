@@ -206,22 +206,48 @@ mod tests {
 
     #[test]
     fn frames_of_chrome_firefox_and_safari() {
-        assert_eq!(
-            url("    at UserList (http://localhost:3000/static/js/bundle.js:1:4821)"),
-            Some(("http://localhost:3000/static/js/bundle.js", 1, 4821))
+        // A dev server's origin with a port (one the OS gave, nothing fixed): its colon
+        // is no position.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let (local, loopback) = (
+            format!("http://localhost:{port}"),
+            format!("http://127.0.0.1:{port}"),
         );
-        assert_eq!(
-            url("    at http://localhost:3000/@fs/x/y.js?v=1:20:5"),
-            Some(("http://localhost:3000/@fs/x/y.js?v=1", 20, 5))
-        );
-        assert_eq!(
-            url("render@http://127.0.0.1:5173/src/App.tsx:12:7"),
-            Some(("http://127.0.0.1:5173/src/App.tsx", 12, 7))
-        );
-        assert_eq!(
-            url("global code@http://127.0.0.1:5173/node_modules/@scope/x.js:1:2"),
-            Some(("http://127.0.0.1:5173/node_modules/@scope/x.js", 1, 2))
-        );
+        for (line, script, line_no, column) in [
+            (
+                format!("    at UserList ({local}/static/js/bundle.js:1:4821)"),
+                format!("{local}/static/js/bundle.js"),
+                1,
+                4821,
+            ),
+            (
+                format!("    at {local}/@fs/x/y.js?v=1:20:5"),
+                format!("{local}/@fs/x/y.js?v=1"),
+                20,
+                5,
+            ),
+            (
+                format!("render@{loopback}/src/App.tsx:12:7"),
+                format!("{loopback}/src/App.tsx"),
+                12,
+                7,
+            ),
+            (
+                format!("global code@{loopback}/node_modules/@scope/x.js:1:2"),
+                format!("{loopback}/node_modules/@scope/x.js"),
+                1,
+                2,
+            ),
+        ] {
+            assert_eq!(
+                url(&line),
+                Some((script.as_str(), line_no, column)),
+                "{line}"
+            );
+        }
         assert_eq!(
             url("    at async load (webpack-internal:///./src/a.ts:3:4)"),
             Some(("webpack-internal:///./src/a.ts", 3, 4))

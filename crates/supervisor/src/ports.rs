@@ -161,13 +161,22 @@ mod tests {
 
     #[test]
     fn listen_entries_are_found_by_port_and_state() {
-        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
-            0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n\
-            1: 0100007F:1F40 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000  1000        0 4243 1 0000000000000000 20 4 30 10 -1\n\
-            2: 0100007F:1F41 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4244 1 0000000000000000 100 0 0 10 0\n";
-        assert_eq!(listeners_in(table, 8000).collect::<Vec<_>>(), vec![4242]);
-        assert_eq!(listeners_in(table, 8001).collect::<Vec<_>>(), vec![4244]);
-        assert_eq!(listeners_in(table, 9).count(), 0);
+        // Two ports the OS gave (nothing fixed), as the kernel writes them: hex.
+        let bind = || std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (a, b) = (bind(), bind());
+        let (pa, pb) = (
+            a.local_addr().unwrap().port(),
+            b.local_addr().unwrap().port(),
+        );
+        let table = format!(
+            "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n\
+            0: 0100007F:{pa:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 100 0 0 10 0\n\
+            1: 0100007F:{pa:04X} 0100007F:A1B2 01 00000000:00000000 00:00000000 00000000  1000        0 4243 1 0000000000000000 20 4 30 10 -1\n\
+            2: 0100007F:{pb:04X} 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 4244 1 0000000000000000 100 0 0 10 0\n"
+        );
+        assert_eq!(listeners_in(&table, pa).collect::<Vec<_>>(), vec![4242]);
+        assert_eq!(listeners_in(&table, pb).collect::<Vec<_>>(), vec![4244]);
+        assert_eq!(listeners_in(&table, 0).count(), 0);
     }
 
     #[test]
