@@ -3,17 +3,13 @@
 //! here prints (Ruby, .NET, Rust's full backtrace, Go's `created by`). The real output
 //! of the installed runtimes is in real_output.rs.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use corral_alerts::{Alert, AlertRules, Scanner, Stream};
+use corral_alerts::{Alert, Scanner, Stream};
 
 mod common;
-
-fn rules() -> Arc<AlertRules> {
-    static RULES: OnceLock<Arc<AlertRules>> = OnceLock::new();
-    Arc::clone(RULES.get_or_init(|| Arc::new(AlertRules::defaults())))
-}
+use common::{context, rules};
 
 fn scan(lines: &[&str]) -> Vec<Alert> {
     let mut scanner = Scanner::new(rules(), "process:web");
@@ -23,22 +19,6 @@ fn scan(lines: &[&str]) -> Vec<Alert> {
     }
     scanner.finish(&mut out);
     out
-}
-
-/// What an alert says beyond message and location, a line per field: `function: …`,
-/// `code: …`, `cause: …`, then `frame: …` for each of its frames.
-fn context(a: &Alert) -> Vec<String> {
-    let fields = [
-        ("function", &a.function),
-        ("code", &a.code),
-        ("cause", &a.cause),
-    ];
-    let mut lines: Vec<String> = fields
-        .iter()
-        .filter_map(|(name, value)| value.as_ref().map(|v| format!("{name}: {v}")))
-        .collect();
-    lines.extend(a.frames.iter().map(|f| format!("frame: {f}")));
-    lines
 }
 
 struct Case<'a> {

@@ -13,7 +13,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use corral_alerts::{Alert, AlertRules, Reload, ReloadPhase, Scanner, Severity, Stream};
+use corral_alerts::{Alert, Reload, ReloadPhase, Scanner, Severity, Stream};
+
+mod common;
+use common::{context, rules};
 
 fn fixture(name: &str) -> String {
     let path = format!("{}/tests/fixtures/{name}.txt", env!("CARGO_MANIFEST_DIR"));
@@ -27,11 +30,6 @@ const NOISE: &[&str] = &[
     "\x1b[32m✓\x1b[39m 412 modules transformed.",
 ];
 
-fn rules() -> &'static Arc<AlertRules> {
-    static RULES: std::sync::OnceLock<Arc<AlertRules>> = std::sync::OnceLock::new();
-    RULES.get_or_init(|| Arc::new(AlertRules::defaults()))
-}
-
 /// Feeds `text` line by line (one line of noise after every `every` lines when
 /// `every > 0`), then finishes, and returns the alerts.
 fn scan(text: &str, every: usize) -> Vec<Alert> {
@@ -41,7 +39,7 @@ fn scan(text: &str, every: usize) -> Vec<Alert> {
 /// [`scan`], with the reload signals.
 fn scan_all(text: &str, every: usize) -> (Vec<Alert>, Vec<Reload>) {
     let rules = rules();
-    let mut scanner = Scanner::new(Arc::clone(rules), "process:web");
+    let mut scanner = Scanner::new(Arc::clone(&rules), "process:web");
     let mut out = Vec::new();
     let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
     for (i, line) in text.lines().enumerate() {
@@ -64,7 +62,7 @@ fn scan_candidates(text: &str) -> Vec<Alert> {
 /// [`scan_candidates`], with the reload signals.
 fn scan_candidates_all(text: &str) -> (Vec<Alert>, Vec<Reload>) {
     let rules = rules();
-    let mut scanner = Scanner::new(Arc::clone(rules), "process:web");
+    let mut scanner = Scanner::new(Arc::clone(&rules), "process:web");
     let mut out = Vec::new();
     let mut rest = text;
     while !rest.is_empty() {
@@ -91,22 +89,6 @@ struct Expect<'a> {
     location: Option<&'a str>,
     /// The rest of the alert, as [`context`] renders it.
     context: &'a [&'a str],
-}
-
-/// What an alert says beyond message and location, a line per field: `function: …`,
-/// `code: …`, `cause: …`, then `frame: …` for each of its frames.
-fn context(a: &Alert) -> Vec<String> {
-    let fields = [
-        ("function", &a.function),
-        ("code", &a.code),
-        ("cause", &a.cause),
-    ];
-    let mut lines: Vec<String> = fields
-        .iter()
-        .filter_map(|(name, value)| value.as_ref().map(|v| format!("{name}: {v}")))
-        .collect();
-    lines.extend(a.frames.iter().map(|f| format!("frame: {f}")));
-    lines
 }
 
 /// An error alert of `rule` (whose category is the part before the dot), with no
