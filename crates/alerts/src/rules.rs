@@ -41,6 +41,17 @@ struct Spec {
     regex: &'static str,
 }
 
+/// The index of `lit` in `literals`, added at the end when new.
+fn intern(literals: &mut Vec<&'static str>, lit: &'static str) -> usize {
+    match literals.iter().position(|l| *l == lit) {
+        Some(at) => at,
+        None => {
+            literals.push(lit);
+            literals.len() - 1
+        }
+    }
+}
+
 /// The category of a rule is the part of its id before the first dot.
 pub(crate) fn category_of(id: &str) -> &str {
     id.split('.').next().unwrap_or(id)
@@ -758,14 +769,8 @@ impl AlertRules {
         assert!(enabled.len() <= 128, "one u128 holds the candidate set");
         for (bit, spec) in enabled.iter().enumerate() {
             for lit in spec.literals {
-                let at = match literals.iter().position(|l| l == lit) {
-                    Some(at) => at,
-                    None => {
-                        literals.push(lit);
-                        literal_rules.push(0);
-                        literals.len() - 1
-                    }
-                };
+                let at = intern(&mut literals, lit);
+                literal_rules.resize(literals.len(), 0);
                 literal_rules[at] |= 1 << bit;
             }
             rules.push(Rule {
@@ -782,15 +787,9 @@ impl AlertRules {
         assert!(RELOADS.len() <= 64, "one u64 holds the reload candidates");
         for (bit, spec) in RELOADS.iter().enumerate() {
             for lit in spec.literals {
-                let at = match literals.iter().position(|l| l == lit) {
-                    Some(at) => at,
-                    None => {
-                        literals.push(lit);
-                        literal_rules.push(0);
-                        literal_reloads.push(0);
-                        literals.len() - 1
-                    }
-                };
+                let at = intern(&mut literals, lit);
+                literal_rules.resize(literals.len(), 0);
+                literal_reloads.resize(literals.len(), 0);
                 literal_reloads[at] |= 1 << bit;
             }
             reloads.push(ReloadRule {
