@@ -80,6 +80,11 @@ bg_stop() {
     wait "$bg_pid" 2>/dev/null
     echo "captured $bg_name ($(wc -l <"$bg_log") lines)" >&2
 }
+# After a second (the watcher's debounce), applies the sed EXPR to the tool's FILE (under
+# $base) and waits until the output has COUNT (default 1) lines matching the ERE.
+edit_then_wait() {
+    sleep 1 && sed -i "$2" "$base/$1" && bg_wait "$3" "${4:-1}"
+}
 free_port() {
     python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -383,10 +388,9 @@ server.listen(Number(process.env.PORT), () => console.log(`listening on ${proces
 JS
     PORT=$(free_port) && export PORT
     bg_start nodemon_crash node "$nm/nodemon/bin/nodemon.js" server.js
-    bg_wait '^listening' && sleep 1 &&
-        sed -i '1i const config = require("./config.json");' "$base/nodemon_crash/server.js" &&
-        bg_wait 'app crashed' && sleep 1 &&
-        sed -i 1d "$base/nodemon_crash/server.js" && bg_wait '^listening' 2
+    bg_wait '^listening' &&
+        edit_then_wait nodemon_crash/server.js '1i const config = require("./config.json");' 'app crashed' &&
+        edit_then_wait nodemon_crash/server.js 1d '^listening' 2
     bg_stop
 fi
 
@@ -409,11 +413,9 @@ if want webpack && have node && node_tools; then
     fresh webpack_dev_server
     webpack_app webpack_dev_server '1 + 2'
     bg_start webpack_dev_server node "$nm/webpack/bin/webpack.js" serve --host 127.0.0.1 --port "$(free_port)" --no-open
-    bg_wait 'compiled successfully' && sleep 1 &&
-        sed -i 's/1 + 2/1 +/' "$base/webpack_dev_server/src/index.js" &&
-        bg_wait 'compiled with 1 error' && sleep 1 &&
-        sed -i 's/1 +;/1 + 2;/' "$base/webpack_dev_server/src/index.js" &&
-        bg_wait 'compiled successfully' 2
+    bg_wait 'compiled successfully' &&
+        edit_then_wait webpack_dev_server/src/index.js 's/1 + 2/1 +/' 'compiled with 1 error' &&
+        edit_then_wait webpack_dev_server/src/index.js 's/1 +;/1 + 2;/' 'compiled successfully' 2
     bg_stop
 fi
 
@@ -427,16 +429,14 @@ if want cra && have node && node_tools; then
 const webpack = require("$nm/webpack");
 const { createCompiler, prepareUrls } = require("$nm/react-dev-utils/WebpackDevServerUtils");
 const config = require("./webpack.config.js");
-const urls = prepareUrls("http", "0.0.0.0", 3000);
+const urls = prepareUrls("http", "0.0.0.0", $(free_port));
 const compiler = createCompiler({ appName: "web", config, urls, useYarn: false, useTypeScript: false, webpack });
 compiler.watch({}, () => {});
 JS
     bg_start cra_failed_to_compile node start.js
-    bg_wait 'Compiled successfully' && sleep 1 &&
-        sed -i 's/1 + 2/1 +/' "$base/cra_failed_to_compile/src/index.js" &&
-        bg_wait 'Failed to compile' && sleep 1 &&
-        sed -i 's/1 +;/1 + 2;/' "$base/cra_failed_to_compile/src/index.js" &&
-        bg_wait 'Compiled successfully' 2
+    bg_wait 'Compiled successfully' &&
+        edit_then_wait cra_failed_to_compile/src/index.js 's/1 + 2/1 +/' 'Failed to compile' &&
+        edit_then_wait cra_failed_to_compile/src/index.js 's/1 +;/1 + 2;/' 'Compiled successfully' 2
     bg_stop
 fi
 
@@ -606,8 +606,8 @@ PY
     fresh uvicorn_reload
     uvicorn_app uvicorn_reload
     bg_start uvicorn_reload "$tools/py/bin/uvicorn" main:app --reload --port "$(free_port)"
-    bg_wait 'startup complete' && sleep 1 &&
-        sed -i 's/"lamp"/"desk lamp"/' "$base/uvicorn_reload/main.py" && bg_wait 'startup complete' 2
+    bg_wait 'startup complete' &&
+        edit_then_wait uvicorn_reload/main.py 's/"lamp"/"desk lamp"/' 'startup complete' 2
     bg_stop
 fi
 
@@ -677,11 +677,11 @@ fi
 # ---- tsc --watch: an error and its fix ----
 if want tsc && have npx; then
     fresh tsc_watch
-    printf 'const port: number = 8080;\nconsole.log(port);\n' >"$base/tsc_watch/app.ts"
+    printf 'const answer: number = 42;\nconsole.log(answer);\n' >"$base/tsc_watch/app.ts"
     bg_start tsc_watch npx -y -p typescript@5 tsc --watch --preserveWatchOutput --noEmit --pretty false app.ts
-    bg_wait 'Watching for file changes' && sleep 1 &&
-        sed -i 's/8080;/"8080";/' "$base/tsc_watch/app.ts" && bg_wait 'Found 1 error' && sleep 1 &&
-        sed -i 's/"8080";/8080;/' "$base/tsc_watch/app.ts" && bg_wait 'Found 0 errors' 2
+    bg_wait 'Watching for file changes' &&
+        edit_then_wait tsc_watch/app.ts 's/= 42;/= "42";/' 'Found 1 error' &&
+        edit_then_wait tsc_watch/app.ts 's/= "42";/= 42;/' 'Found 0 errors' 2
     bg_stop
 fi
 
