@@ -546,13 +546,19 @@ command = "exec sleep 60"
     assert_eq!(names, ["adhoc"], "{ps}");
 }
 
+/// A project whose process `app` runs `first` (shell), prints a Python traceback
+/// (`ValueError: bad port` at the project's `app.py:3`) on its first run only, and stays.
+fn bad_port_once(first: &str) -> String {
+    format!(
+        "[processes.app]\ncommand = \"{first}if [ ! -e printed ]; then touch printed; printf 'Traceback (most recent call last):\\\\n  File \\\"%s/app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' \\\"$PWD\\\" >&2; fi; exec sleep 1000\"\n"
+    )
+}
+
 /// `ps`'s LAST ALERT is the current run's: a restart begins with none (the old run's
 /// alert is history, not a problem of the process now).
 #[test]
 fn a_restart_clears_the_last_alert_in_ps() {
-    let p = Project::new(
-        "[processes.app]\ncommand = \"if [ ! -e printed ]; then touch printed; printf 'Traceback (most recent call last):\\\\n  File \\\"%s/app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' \\\"$PWD\\\" >&2; fi; exec sleep 1000\"\n",
-    );
+    let p = Project::new(&bad_port_once(""));
     let _down = Down(&p);
     assert_eq!(p.run(&["up", "-d"]).code(), 0);
     wait_until("the alert in ps", || {
@@ -633,9 +639,7 @@ fn a_crashed_and_restarted_process_stays_listed_until_it_runs_past_its_window() 
 /// and `--since` reaches it through the journal.
 #[test]
 fn errors_reach_back_across_daemon_restarts_through_the_journal() {
-    let p = Project::new(
-        "[processes.app]\ncommand = \"echo start >> starts; if [ ! -e printed ]; then touch printed; printf 'Traceback (most recent call last):\\\\n  File \\\"%s/app.py\\\", line 3, in <module>\\\\nValueError: bad port\\\\n' \\\"$PWD\\\" >&2; fi; exec sleep 1000\"\n",
-    );
+    let p = Project::new(&bad_port_once("echo start >> starts; "));
     let _down = Down(&p);
     assert_eq!(p.run(&["up", "-d"]).code(), 0);
     wait_until("the traceback in errors", || {

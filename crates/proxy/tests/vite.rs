@@ -46,6 +46,17 @@ async fn vite_behind_proxy(project: &Path) -> (Vite, Proxy, EventBus) {
     (vite, proxy, bus)
 }
 
+/// Headless Chromium on the proxy's front page (a failure says what Chromium and Vite
+/// printed).
+async fn open_in_chromium(proxy: &Proxy, vite: &Vite) -> (Chromium, e2e::cdp::Page) {
+    let chromium = Chromium::launch().await;
+    let page = chromium.page().await;
+    page.navigate(&format!("{}/", proxy.url()), DEADLINE)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", chromium.stderr_tail(), vite.output()));
+    (chromium, page)
+}
+
 type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
@@ -223,12 +234,7 @@ async fn hmr_messages_pass_through_the_proxy() {
 async fn vite_page_in_chromium_updates_through_the_proxy() {
     let project = project();
     let (vite, proxy, _bus) = vite_behind_proxy(project.path()).await;
-    let chromium = Chromium::launch().await;
-    let page = chromium.page().await;
-
-    page.navigate(&format!("{}/", proxy.url()), DEADLINE)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", chromium.stderr_tail(), vite.output()));
+    let (chromium, page) = open_in_chromium(&proxy, &vite).await;
     let app = "document.getElementById('app')";
     page.wait_until(&format!("{app}.textContent"), &"version 1".into(), DEADLINE)
         .await
@@ -376,11 +382,7 @@ async fn a_react_like_apps_errors_are_mapped_frame_by_frame_and_tied_to_their_re
         &project.path().join("node_modules/mini-react"),
     );
     let (vite, proxy, _bus) = vite_behind_proxy(project.path()).await;
-    let chromium = Chromium::launch().await;
-    let page = chromium.page().await;
-    page.navigate(&format!("{}/", proxy.url()), DEADLINE)
-        .await
-        .unwrap_or_else(|e| panic!("{e}\n{}\n{}", chromium.stderr_tail(), vite.output()));
+    let (chromium, _page) = open_in_chromium(&proxy, &vite).await;
 
     let source = std::fs::read_to_string(project.path().join("src/UserList.ts")).unwrap();
     let line = |text: &str| {
