@@ -114,21 +114,19 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
                 st.state.as_str(),
             )
         });
-        if down.is_none()
-            && let Some(o) = restarted_after_crash(
-                &source,
-                st.last_crash.as_ref(),
-                st.run_started,
-                h.config().crash_loop.window,
-                &mut found,
-                src.root,
-                &mut g.fixes,
-            )
-        {
-            g.observations.push(o);
-        }
-        restarted_on_request(&source, st.fixed_at, &mut g.fixes);
-        reloaded(alerts, &source, &mut g.fixes);
+        g.runs(
+            &source,
+            Runs {
+                down: down.is_some(),
+                last_crash: st.last_crash.as_ref(),
+                run_started: st.run_started,
+                crash_loop_window: h.config().crash_loop.window,
+                fixed_at: st.fixed_at,
+            },
+            &mut found,
+            src.root,
+            alerts,
+        );
         g.observations
             .extend(found.iter().map(|a| alert_observation(a, src.root, raw)));
         g.sources.push(SourceInfo { source, down });
@@ -160,21 +158,19 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
                         life.state().as_str(),
                     )
                 });
-                if down.is_none()
-                    && let Some(o) = restarted_after_crash(
-                        &source,
-                        life.last_crash.as_ref(),
-                        life.run_started,
-                        h.config().crash_loop.window,
-                        &mut found,
-                        src.root,
-                        &mut g.fixes,
-                    )
-                {
-                    g.observations.push(o);
-                }
-                restarted_on_request(&source, life.fixed_at, &mut g.fixes);
-                reloaded(alerts, &source, &mut g.fixes);
+                g.runs(
+                    &source,
+                    Runs {
+                        down: down.is_some(),
+                        last_crash: life.last_crash.as_ref(),
+                        run_started: life.run_started,
+                        crash_loop_window: h.config().crash_loop.window,
+                        fixed_at: life.fixed_at,
+                    },
+                    &mut found,
+                    src.root,
+                    alerts,
+                );
                 // A run that ended on its own with a failure, and was not restarted.
                 if down.is_none()
                     && life.state() == State::Stopped
@@ -273,6 +269,46 @@ pub fn gather(src: &Sources<'_>, raw: bool) -> Gathered {
         )),
     }
     g
+}
+
+/// What a server's or process's runs say besides its state now.
+struct Runs<'a> {
+    /// It is down now (then its crash is that, not a past one).
+    down: bool,
+    last_crash: Option<&'a corral_supervisor::Crash>,
+    run_started: Option<SystemTime>,
+    crash_loop_window: std::time::Duration,
+    fixed_at: Option<SystemTime>,
+}
+
+impl Gathered {
+    /// A crash the unit was restarted after (with the crashed run's decisive alert,
+    /// taken out of `found`), and the fixes of its requested restarts and its tool's
+    /// reloads.
+    fn runs(
+        &mut self,
+        source: &str,
+        runs: Runs<'_>,
+        found: &mut Vec<Alert>,
+        root: Option<&Path>,
+        alerts: Option<&std::sync::Arc<corral_supervisor::alerts::Alerts>>,
+    ) {
+        if !runs.down
+            && let Some(o) = restarted_after_crash(
+                source,
+                runs.last_crash,
+                runs.run_started,
+                runs.crash_loop_window,
+                found,
+                root,
+                &mut self.fixes,
+            )
+        {
+            self.observations.push(o);
+        }
+        restarted_on_request(source, runs.fixed_at, &mut self.fixes);
+        reloaded(alerts, source, &mut self.fixes);
+    }
 }
 
 /// States in which a server or process is broken now (a stop on request is not).
