@@ -390,7 +390,9 @@ async fn client_for(
 
 /// Opens `url` in `$BROWSER` or the desktop's opener; `false` when there is none (no
 /// display, or a session over SSH).
-fn open_browser(url: &str) -> bool {
+/// Opens `url` (or a file's path) in the user's browser: `$BROWSER`, else the desktop's
+/// opener; `false` when there is none (no display, an SSH session without one).
+pub fn open_browser(url: &str) -> bool {
     let command = match std::env::var("BROWSER") {
         Ok(b) if !b.trim().is_empty() => b,
         _ => {
