@@ -232,6 +232,10 @@ async fn route(state: Arc<State>, req: Request) -> Response {
             Err(r) => r,
         },
         (&Method::POST, "/dashboard/api/action") => match body_json(req).await {
+            Ok(body) if body["action"] == "authorize" => {
+                let name = body["name"].as_str().unwrap_or("").to_owned();
+                json_response(200, &reply_json(authorize(state, name).await))
+            }
             Ok(body) => action(&state, body).await,
             Err(r) => r,
         },
@@ -345,6 +349,65 @@ async fn action(state: &State, body: Value) -> Response {
         }
     };
     json_response(200, &reply_json(reply))
+}
+
+/// How long the dashboard's authorization waits for the user.
+const AUTHORIZE_WAIT: Duration = Duration::from_secs(600);
+
+/// The `authorize` action: `corral auth NAME`'s flow run by the daemon. Answers with
+/// the authorization URL for the page to open; once the user grants access, the server
+/// is restarted with its new credentials, as `corral auth` restarts it.
+async fn authorize(state: Arc<State>, name: String) -> Reply {
+    use corral_remote::oauth::flow;
+    let target = {
+        let config = state.config.read().unwrap();
+        let Some(server) = config.servers.get(&name) else {
+            return crate::control::unknown(&state, &name);
+        };
+        let corral_config::Transport::Http {
+            url,
+            headers,
+            oauth,
+            ..
+        } = &server.transport
+        else {
+            return Reply::usage(format!(
+                "server '{name}' is a stdio server: only remote (url) servers use OAuth"
+            ));
+        };
+        flow::Target {
+            project: config.root.clone(),
+            name: name.clone(),
+            url: url.clone(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            configured: oauth.clone(),
+        }
+    };
+    let (url_tx, url_rx) = tokio::sync::oneshot::channel();
+    let opts = flow::Options {
+        open_browser: false,
+        timeout: AUTHORIZE_WAIT,
+        paste: false,
+        url_to: Some(url_tx),
+    };
+    let login = tokio::spawn(async move { flow::login(&target, opts, &mut std::io::sink()).await });
+    match url_rx.await {
+        Ok(url) => {
+            tokio::spawn(async move {
+                if let Ok(Ok(_)) = login.await {
+                    crate::control::servers::restart(&state, &name).await;
+                }
+            });
+            Reply::ok(json!({ "url": url }))
+        }
+        Err(_) => match login.await {
+            Ok(Err(e)) => Reply::err(format!("server '{name}': {e}")),
+            _ => Reply::err(format!("server '{name}': the authorization did not start")),
+        },
+    }
 }
 
 /// A control reply as the page reads it: `{"ok": true, "result": …}` or
