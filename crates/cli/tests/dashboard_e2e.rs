@@ -120,11 +120,14 @@ async fn show(page: &Page, view: &str) {
         .unwrap();
 }
 
-/// Waits until `expression` is true in the page.
+/// Waits until `expression` is true in the page; on failure, says what the page shows.
 async fn until(page: &Page, what: &str, expression: &str) {
-    page.wait_until(expression, &json!(true), STEP)
-        .await
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    if let Err(e) = page.wait_until(expression, &json!(true), STEP).await {
+        let shown = page
+            .evaluate("location.href + '\\n' + document.body.innerText.slice(0, 3000)")
+            .await;
+        panic!("{what}: {e}\nthe page shows: {}", shown.unwrap_or_default());
+    }
 }
 
 fn row(name: &str) -> String {
@@ -156,8 +159,18 @@ async fn each_view_shows_the_project_and_follows_it_live() {
     .await;
 
     // Overview: every unit with its state.
-    until(&page, "fx ready", &format!("{}?.dataset.state === 'ready'", row("fx"))).await;
-    until(&page, "the printer listed", &format!("!!{}", row("printer"))).await;
+    until(
+        &page,
+        "fx ready",
+        &format!("{}?.dataset.state === 'ready'", row("fx")),
+    )
+    .await;
+    until(
+        &page,
+        "the printer listed",
+        &format!("!!{}", row("printer")),
+    )
+    .await;
     until(&page, "the proxy listed", &format!("!!{}", row("app"))).await;
 
     // The restart button restarts, and the overview shows the new pid.
@@ -236,7 +249,10 @@ async fn each_view_shows_the_project_and_follows_it_live() {
     // A page behind the proxy throws: its error arrives, and its request is in traffic.
     let proxy_url = ps(&p)["proxies"][0]["url"].as_str().unwrap().to_owned();
     let app_page = browser.page().await;
-    app_page.navigate(&format!("{proxy_url}/"), STEP).await.unwrap();
+    app_page
+        .navigate(&format!("{proxy_url}/"), STEP)
+        .await
+        .unwrap();
     show(&page, "#errors").await;
     until(
         &page,
@@ -346,12 +362,14 @@ async fn a_page_of_another_origin_can_neither_act_nor_read() {
         .await
         .unwrap();
     let results = evil.evaluate("window.results").await.unwrap();
+    // The no-cors post goes out (with the cookie: the same site); its opaque answer is
+    // withheld too (`Cross-Origin-Resource-Policy: same-origin`).
     assert_eq!(
         results,
-        json!({"simple": "sent", "json": "blocked", "read": "blocked", "page": "blocked",
+        json!({"simple": "blocked", "json": "blocked", "read": "blocked", "page": "blocked",
                "stream": "blocked", "done": true}),
     );
-    // The no-cors post went out, with the cookie; the daemon refused it.
+    // The daemon refused the post.
     assert_eq!(pid(&p), before, "the attacker's page restarted fx");
     let journal = std::fs::read_to_string(p.dir.join(".corral/events.jsonl")).unwrap();
     let new: Vec<Value> = journal[journal_before.len()..]
