@@ -182,7 +182,7 @@ fn a_change_needs_the_pages_origin_its_token_and_json() {
     let other_port = format!("http://{}", closed_addr());
     let pid = pid_of_fx(&p);
     let restart = r#"{"action":"restart","name":"fx"}"#;
-    let attempts: [(&str, Vec<(&str, &str)>); 6] = [
+    let attempts: [(&str, Vec<(&str, &str)>); 7] = [
         (
             "no CSRF token",
             vec![
@@ -208,6 +208,15 @@ fn a_change_needs_the_pages_origin_its_token_and_json() {
                 ("Content-Type", "application/json"),
                 ("X-Corral-CSRF", &csrf),
                 ("Sec-Fetch-Site", "same-site"),
+            ],
+        ),
+        (
+            "another origin, from a browser that sends no Sec-Fetch-Site",
+            vec![
+                ("Cookie", &cookie),
+                ("Origin", &other_port),
+                ("Content-Type", "application/json"),
+                ("X-Corral-CSRF", &csrf),
             ],
         ),
         (
