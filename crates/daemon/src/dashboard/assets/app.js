@@ -467,7 +467,7 @@ function renderErrors() {
 
   const list = $('#err-list');
   const nodes = entries.map((e) => {
-    const inc = h('div', { class: 'incident st-' + e.state, 'data-id': e.id, 'data-state': e.state, 'data-source': e.source });
+    const inc = h('div', { class: 'incident is-' + e.state, 'data-id': e.id, 'data-state': e.state, 'data-source': e.source });
     const stateTag = h('span', { class: 'tag st-' + e.state }, e.state + (e.fix && e.state === 'resolved' ? ': ' + e.fix.why : ''));
     inc.append(h('div', { class: 'inc-head' },
       h('button', { type: 'button', class: 'inc-toggle', 'aria-expanded': 'false' }, ...entryHead(e, 'span')),
@@ -666,11 +666,12 @@ const logs = (() => {
     return d;
   }
 
+  const size = () => { spacer.style.height = (L.view || L.lines).length * L.lh + 'px'; };
   function render() {
     if (view !== 'logs') return;
     const list = L.view || L.lines;
     const n = list.length;
-    spacer.style.height = n * L.lh + 'px';
+    size();
     if (L.follow) { scroller.scrollTop = scroller.scrollHeight; L.autoTop = scroller.scrollTop; }
     const top = scroller.scrollTop, hgt = scroller.clientHeight || 600;
     const rs = Math.max(0, Math.floor(top / L.lh) - 30), re = Math.min(n, Math.ceil((top + hgt) / L.lh) + 30);
@@ -727,6 +728,7 @@ const logs = (() => {
     const list = L.view || L.lines;
     const idx = list.indexOf(ln);
     L.dirty = true;
+    size();
     scroller.scrollTop = Math.max(0, idx * L.lh - scroller.clientHeight / 2);
     schedule();
     requestAnimationFrame(() => { const t = $('.log-line.target', box); if (t) t.scrollIntoView({ block: 'nearest' }); });
@@ -823,7 +825,7 @@ const traffic = (() => {
   }
   function row(e) {
     const st = e.status != null ? String(e.status) : e.error ? 'error' : e.aborted ? 'aborted' : '';
-    const tr = h('tr', { class: 'traffic-row ' + (isErr(e) ? 'bad' : ''), 'data-id': e.id, 'data-status': st, 'data-class': statusClass(e) },
+    const tr = h('tr', { class: 'traffic-row' + (isErr(e) ? ' is-bad' : ''), 'data-id': e.id, 'data-status': st, 'data-class': statusClass(e) },
       h('td', { class: 'mono muted' }, clock(e.ts)),
       h('td', { class: 'mono' }, e.method),
       h('td', { class: 'path' }, h('button', { type: 'button', class: 'linkish', title: str(e.url) }, str(e.url || e.path))),
@@ -1170,7 +1172,7 @@ const events = (() => {
       const rest = Object.entries(ev).filter(([k]) => k !== 'ts' && k !== 'kind' && k !== 'source');
       const summary = rest.map(([k, v]) => k + '=' + str(v)).join('  ');
       const k = str(ev.kind);
-      const row = h('div', { class: 'event-row k-' + k.split('.')[0] + (/crash|fail|gave_up|error|alert|dropped|escaped|timeout/.test(k) ? ' bad' : ''), 'data-kind': k },
+      const row = h('div', { class: 'event-row k-' + k.split('.')[0] + (/crash|fail|gave_up|error|alert|dropped|escaped|timeout/.test(k) ? ' is-bad' : ''), 'data-kind': k },
         h('span', { class: 'mono muted' }, clock(ev.ts)), h('span', { class: 'kind mono' }, k), h('span', { class: 'mono' }, str(ev.source)), h('span', { class: 'sum' }, summary));
       row.title = str(ev.ts);
       row._t = (k + ' ' + str(ev.source) + ' ' + summary).toLowerCase();
