@@ -144,6 +144,14 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Open the project's dashboard in the browser (the daemon must run): a live view of
+    /// servers, processes, proxies, errors, logs, traffic, tools and events. The link
+    /// signs the browser in once; without a browser (or over SSH) it is printed.
+    Dashboard {
+        /// Do not open a browser: print the one-time link.
+        #[arg(long)]
+        no_browser: bool,
+    },
     /// Authorize Corral with a remote server's OAuth (prints the address to open, opens a
     /// browser when there is one, takes the answer on a loopback address or pasted); a
     /// running daemon then reconnects the server. `--logout` revokes and forgets.

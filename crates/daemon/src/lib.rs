@@ -28,6 +28,7 @@
 
 pub mod client;
 mod control;
+pub mod dashboard;
 pub mod fdpass;
 pub mod journal;
 mod lifecycle;

@@ -287,7 +287,9 @@ pub async fn run(
         shutdown: shutdown.clone(),
         followers: std::sync::Mutex::new(Some(followers_tx)),
         allow_widened_access: opts.allow_widened_access,
+        dashboard: Default::default(),
     });
+    crate::dashboard::mount(&state);
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(io("handle SIGHUP for", &state.paths.pid))?;
 

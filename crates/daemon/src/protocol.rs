@@ -100,6 +100,9 @@ pub enum Request {
     },
     /// Stop every server and exit.
     Shutdown,
+    /// The dashboard's URL with a fresh one-time login secret, and the 0600 launch page
+    /// that leads a browser there: `{"url": …, "launch": PATH}`.
+    Dashboard,
     /// Re-read the config and apply the difference.
     Reload,
     /// Switch this connection to an MCP session (the `corral mcp` bridge relaying).

@@ -142,6 +142,22 @@ pub struct PsReply {
     pub proxies: Option<Vec<ProxyRow>>,
 }
 
+/// A connected agent, as the dashboard lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AgentRow {
+    /// The session's number in the daemon (its `agent.*` events carry it).
+    pub id: u64,
+    /// `stdio` or `http`.
+    pub transport: String,
+    /// `clientInfo` as "name version", once the agent sent it.
+    pub client: Option<String>,
+    /// The MCP revision it speaks, once known.
+    pub protocol: Option<String>,
+    /// Seconds since it connected.
+    pub connected_s: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,13 +37,24 @@ use serde_json::value::RawValue;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 type Request = hyper::Request<Incoming>;
 type Response = hyper::Response<Body>;
+
+/// What answers the requests under a path prefix of this listener other than `/mcp`
+/// (the daemon's dashboard). It gets a request whose `Host` passed the endpoint's
+/// DNS-rebinding check and whose security headers are single; everything else — its
+/// own authentication, `Origin`, CSRF — is its to check.
+pub trait Mount: Send + Sync {
+    fn handle(
+        &self,
+        req: Request,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Response> + Send + 'static>>;
+}
 
 /// Largest request body accepted.
 const MAX_BODY: usize = 64 * 1024 * 1024;
@@ -334,6 +345,8 @@ pub struct HttpGateway {
     opts: HttpOptions,
     sessions: Mutex<crate::FastMap<String, Arc<HttpSession>>>,
     counter: AtomicU64,
+    /// Another handler and the path it serves (everything under `/PREFIX/`).
+    mounted: OnceLock<(&'static str, Arc<dyn Mount>)>,
 }
 
 impl HttpGateway {
@@ -343,7 +356,25 @@ impl HttpGateway {
             opts,
             sessions: Mutex::new(crate::FastMap::default()),
             counter: AtomicU64::new(0),
+            mounted: OnceLock::new(),
         })
+    }
+
+    /// Serves `prefix` (`/dashboard`: that path and everything under `/dashboard/`) with
+    /// `handler` from now on; once per gateway.
+    pub fn mount(&self, prefix: &'static str, handler: Arc<dyn Mount>) {
+        let _ = self.mounted.set((prefix, handler));
+    }
+
+    /// The local address the listener is bound to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.opts.local_addr
+    }
+
+    fn mounted_for(&self, path: &str) -> Option<&Arc<dyn Mount>> {
+        let (prefix, handler) = self.mounted.get()?;
+        let rest = path.strip_prefix(prefix)?;
+        (rest.is_empty() || rest.starts_with('/')).then_some(handler)
     }
 
     /// Accepts connections on `listener` until `shutdown` resolves.
@@ -397,16 +428,26 @@ impl HttpGateway {
     }
 
     async fn route(&self, req: Request) -> Response {
-        // A refused request's body is never read: the connection cannot carry another.
-        if let Err(denied) = self.check_security(&req) {
-            return closing(denied);
-        }
         if req.uri().scheme().is_some() {
             return closing(rpc_error(
                 400,
                 jsonrpc::INVALID_REQUEST,
                 "absolute-form request target: this is not a proxy; request /mcp",
             ));
+        }
+        if let Some(mounted) = self.mounted_for(req.uri().path()) {
+            let checked = match security_headers(&req) {
+                Ok(h) => self.check_host(h.host),
+                Err(denied) => Err(denied),
+            };
+            if let Err(denied) = checked {
+                return closing(denied);
+            }
+            return mounted.handle(req).await;
+        }
+        // A refused request's body is never read: the connection cannot carry another.
+        if let Err(denied) = self.check_security(&req) {
+            return closing(denied);
         }
         let path = req.uri().path();
         if path != "/mcp" && path != "/mcp/" {
@@ -433,16 +474,7 @@ impl HttpGateway {
             origin,
             authorization,
         } = security_headers(req)?;
-        let host = host.unwrap_or("");
-        if !self.host_allowed(host) {
-            return Err(rpc_error(
-                403,
-                jsonrpc::INVALID_REQUEST,
-                &format!(
-                    "Host {host:?} is not allowed: this endpoint answers only to loopback names"
-                ),
-            ));
-        }
+        self.check_host(host)?;
         if let Some(origin) = origin
             && !origin_allowed(origin)
         {
@@ -482,6 +514,20 @@ impl HttpGateway {
             }
         }
         Ok(())
+    }
+
+    /// The DNS-rebinding check: `Host` must name a loopback address or the bound one.
+    #[allow(clippy::result_large_err)]
+    fn check_host(&self, host: Option<&str>) -> Result<(), Response> {
+        let host = host.unwrap_or("");
+        if self.host_allowed(host) {
+            return Ok(());
+        }
+        Err(rpc_error(
+            403,
+            jsonrpc::INVALID_REQUEST,
+            &format!("Host {host:?} is not allowed: this endpoint answers only to loopback names"),
+        ))
     }
 
     fn host_allowed(&self, host: &str) -> bool {

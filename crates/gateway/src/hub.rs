@@ -324,6 +324,23 @@ impl Hub {
         }
     }
 
+    /// The agents connected now, oldest first.
+    pub fn agents(&self) -> Vec<corral_events::rows::AgentRow> {
+        let mut rows: Vec<_> = self
+            .sessions()
+            .iter()
+            .map(|s| corral_events::rows::AgentRow {
+                id: s.id,
+                transport: s.transport.to_owned(),
+                client: s.client.lock().unwrap().clone(),
+                protocol: s.protocol.lock().unwrap().clone(),
+                connected_s: s.opened.elapsed().as_secs(),
+            })
+            .collect();
+        rows.sort_by_key(|r| r.id);
+        rows
+    }
+
     /// Number of open sessions.
     pub fn session_count(&self) -> usize {
         self.sessions.lock().unwrap().len()

@@ -164,10 +164,12 @@ impl Limits {
 }
 
 /// A response body: whole, or a stream of chunks (server-sent events) that ends when
-/// its sender is dropped.
+/// its sender is dropped: unbounded, or bounded (a sender waits while the client
+/// reads slowly).
 pub enum Body {
     Full(Option<Bytes>),
     Stream(mpsc::UnboundedReceiver<Bytes>),
+    Bounded(mpsc::Receiver<Bytes>),
 }
 
 impl Body {
@@ -188,6 +190,7 @@ impl hyper::body::Body for Body {
         match self.get_mut() {
             Body::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
             Body::Stream(rx) => rx.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b)))),
+            Body::Bounded(rx) => rx.poll_recv(cx).map(|m| m.map(|b| Ok(Frame::data(b)))),
         }
     }
 
@@ -198,7 +201,7 @@ impl hyper::body::Body for Body {
     fn size_hint(&self) -> SizeHint {
         match self {
             Body::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            Body::Stream(_) => SizeHint::default(),
+            Body::Stream(_) | Body::Bounded(_) => SizeHint::default(),
         }
     }
 }

@@ -48,6 +48,8 @@ pub async fn auth(
         let opts = flow::Options {
             open_browser,
             timeout: Duration::from_secs(wait),
+            paste: true,
+            url_to: None,
         };
         flow::login(&target, opts, &mut std::io::stdout()).await
     }

@@ -4,6 +4,7 @@ mod auth;
 mod call;
 mod check;
 mod ctl;
+mod dashboard;
 mod errors;
 mod events;
 mod init;
@@ -62,6 +63,7 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             lines,
             json,
         } => ctl::logs(config, &name, follow, lines, json).await,
+        Command::Dashboard { no_browser } => dashboard::run(config, no_browser).await,
         Command::Auth {
             name,
             logout,

@@ -35,6 +35,19 @@ pub(crate) fn status_of(state: &State) -> DaemonStatus {
 
 /// `errors`: the `get_errors` report over the daemon's servers, processes and proxies.
 pub(crate) async fn errors(state: &State, args: &serde_json::Value) -> Reply {
+    match errors_report(state, args, Some("corral errors")).await {
+        Ok(answer) => Reply::ok(answer),
+        Err(e) => Reply::err_code(crate::protocol::INVALID, e),
+    }
+}
+
+/// The `get_errors` report for `args` as text, colored text and JSON (`report`).
+/// `caller` is who asks, for "resolved since your last call" (none: not counted).
+pub(crate) async fn errors_report(
+    state: &State,
+    args: &serde_json::Value,
+    caller: Option<&str>,
+) -> Result<serde_json::Value, String> {
     let servers = state.servers();
     let (root, noise) = {
         let config = state.config.read().unwrap();
@@ -46,15 +59,13 @@ pub(crate) async fn errors(state: &State, args: &serde_json::Value) -> Reply {
         noise: &noise,
         processes: Some(&state.processes),
         proxies: Some(&state.proxies),
-        last_call: state.hub.errors_last_call("corral errors"),
+        last_call: caller.and_then(|c| state.hub.errors_last_call(c)),
         history: state.hub.history(),
     };
-    match corral_gateway::tools::errors::answer(&src, args).await {
-        Ok((report, raw)) => Reply::ok(serde_json::json!({
-            "text": report.text(),
-            "colored": report.colored(),
-            "report": report.json(raw),
-        })),
-        Err(e) => Reply::err_code(crate::protocol::INVALID, e),
-    }
+    let (report, raw) = corral_gateway::tools::errors::answer(&src, args).await?;
+    Ok(serde_json::json!({
+        "text": report.text(),
+        "colored": report.colored(),
+        "report": report.json(raw),
+    }))
 }

@@ -64,6 +64,8 @@ pub(crate) struct State {
     pub(crate) followers: std::sync::Mutex<Option<tokio::sync::mpsc::Sender<()>>>,
     /// `--allow-widened-access` of the daemon's start, for reloads' trust gate.
     pub(crate) allow_widened_access: bool,
+    /// The dashboard's logins and sessions.
+    pub(crate) dashboard: crate::dashboard::access::Access,
 }
 
 impl State {
@@ -129,6 +131,10 @@ async fn dispatch(
         } => return logs::stream(state, &name, lines, follow, &mut write).await,
         Request::Status => daemon::status(state),
         Request::Shutdown => daemon::shutdown(state),
+        Request::Dashboard => match crate::dashboard::open(state) {
+            Ok(answer) => Reply::ok(answer),
+            Err(e) => Reply::err(e),
+        },
         Request::Ps => servers::ps(state),
         Request::Tools { server } => servers::tools(state, server).await,
         Request::Call {

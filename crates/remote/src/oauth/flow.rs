@@ -48,6 +48,10 @@ pub struct Options {
     pub open_browser: bool,
     /// How long to wait for the user.
     pub timeout: Duration,
+    /// Also take the address the browser ends on pasted on stdin (a terminal's user).
+    pub paste: bool,
+    /// Gets the authorization URL as soon as it is made (the dashboard opens it).
+    pub url_to: Option<tokio::sync::oneshot::Sender<String>>,
 }
 
 /// The redirect's query: a code or an error, with the state and issuer.
@@ -79,7 +83,11 @@ impl Callback {
 }
 
 /// Runs the flow for `t`, telling the user on `out`; the summary when authorized.
-pub async fn login(t: &Target, opts: Options, out: &mut dyn Write) -> Result<String, String> {
+pub async fn login(
+    t: &Target,
+    mut opts: Options,
+    out: &mut (dyn Write + Send),
+) -> Result<String, String> {
     let challenge = ask_for_challenge(t).await?;
     let found = discover::discover(&t.url, &challenge).await?;
     let issuer = found.server.issuer.clone();
@@ -141,6 +149,9 @@ pub async fn login(t: &Target, opts: Options, out: &mut dyn Write) -> Result<Str
         "To authorize Corral for server '{}' ({}), open this address in a browser:\n\n  {url}\n",
         t.name, t.url
     );
+    if let Some(to) = opts.url_to.take() {
+        let _ = to.send(url.to_string());
+    }
     let opened = opts.open_browser && open_browser(url.as_str());
     let _ = writeln!(
         out,
@@ -152,7 +163,11 @@ pub async fn login(t: &Target, opts: Options, out: &mut dyn Write) -> Result<Str
 
     let (tx, mut rx) = mpsc::unbounded_channel::<Url>();
     let server = tokio::spawn(serve_callback(listener, state.secret().clone(), tx.clone()));
-    read_pasted(tx);
+    if opts.paste {
+        read_pasted(tx);
+    } else {
+        drop(tx);
+    }
     let deadline = tokio::time::sleep(opts.timeout);
     tokio::pin!(deadline);
     let answer = loop {
@@ -390,7 +405,9 @@ async fn client_for(
 
 /// Opens `url` in `$BROWSER` or the desktop's opener; `false` when there is none (no
 /// display, or a session over SSH).
-fn open_browser(url: &str) -> bool {
+/// Opens `url` (or a file's path) in the user's browser: `$BROWSER`, else the desktop's
+/// opener; `false` when there is none (no display, an SSH session without one).
+pub fn open_browser(url: &str) -> bool {
     let command = match std::env::var("BROWSER") {
         Ok(b) if !b.trim().is_empty() => b,
         _ => {
