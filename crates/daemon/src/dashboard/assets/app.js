@@ -438,6 +438,7 @@ function entryHead(e, tagName) {
 function renderErrors() {
   const r = S.errors;
   if (!r) return;
+  if (r.error && !r.entries) { text($('#err-summary'), 'the error report failed: ' + str(r.error)); return; }
   const entries = Array.isArray(r.entries) ? r.entries : [];
   const open = entries.filter((e) => e.state !== 'resolved').length;
   const badge = $('#err-badge');
@@ -632,7 +633,13 @@ const logs = (() => {
     }
     L.dirty = true;
     count();
-    if (first && L.jump != null) { const q = L.jump; L.jump = null; jumpTo(q); }
+    // The history comes in several events, back to back: jump once they stopped coming.
+    if (L.jump != null) {
+      clearTimeout(L.jt);
+      if (first) L.j0 = Date.now();
+      const go = () => { const q = L.jump; L.jump = null; if (q != null) jumpTo(q); };
+      if (Date.now() - L.j0 > 1500) go(); else L.jt = setTimeout(go, 200);
+    }
     schedule();
   }
 
@@ -743,6 +750,7 @@ const logs = (() => {
   }
 
   function open(unit) {
+    clearTimeout(L.jt);
     if (L.es) L.es.close();
     L.es = null;
     L.unit = unit;
@@ -1229,6 +1237,10 @@ document.addEventListener('click', (e) => {
 for (const id of ['#err-source', '#err-state']) $(id).addEventListener('change', filterErrors);
 $('#err-q').addEventListener('input', debounce(filterErrors, 100));
 $('#help-btn').addEventListener('click', () => $('#help').showModal());
+$('#logout').addEventListener('click', async () => {
+  await api('/dashboard/api/logout', {});
+  sessionEnded();
+});
 $('#help-close').addEventListener('click', () => $('#help').close());
 text($('#project'), document.title.replace(/ · Corral$/, '').replace('{{PROJECT}}', ''));
 window.addEventListener('hashchange', route);
