@@ -139,7 +139,7 @@ function stream(url, handlers, onstate) {
 
 // ---------- state from the main stream ----------
 
-const S = { overview: null, errors: null, proxies: [], units: { servers: [], processes: [] } };
+const S = { overview: null, errors: null, proxies: [], seenProxies: new Map(), units: { servers: [], processes: [] } };
 let view = '', arg = '', params = new URLSearchParams();
 
 function startMain() {
@@ -322,21 +322,29 @@ function renderOverview(d) {
     cell(tr, 8).classList.toggle('bad', !!alert);
   });
 
+  // The rows list running proxies only: one seen before and gone now is shown stopped,
+  // so that it can be started again from here.
   S.proxies = d.proxies || [];
-  sync($('#proxies'), S.proxies, 'name', (r, k) => h('tr', { 'data-name': k, 'data-kind': 'proxy' },
-    h('th', { scope: 'row' }, k), h('td'), h('td'), h('td'), h('td'), h('td'), h('td'),
+  const live = new Set(S.proxies.map((p) => p.name));
+  for (const p of S.proxies) S.seenProxies.set(p.name, p);
+  const proxyRows = [...S.proxies];
+  for (const [n, p] of S.seenProxies) if (!live.has(n)) proxyRows.push({ ...p, state: 'stopped', uptime_s: null });
+  sync($('#proxies'), proxyRows, 'name', (r, k) => h('tr', { 'data-name': k, 'data-kind': 'proxy' },
+    h('th', { scope: 'row' }, k), h('td'), h('td'), h('td'), h('td'), h('td'), h('td'), h('td'),
     actionButtons(k, [['proxy_start', 'Start'], ['proxy_stop', 'Stop']])),
   (tr, r) => {
-    tr.dataset.state = r.state || (r.uptime_s != null || r.url ? 'running' : 'stopped');
-    const u = cell(tr, 1);
+    tr.dataset.state = r.state || 'running';
+    tr.classList.toggle('muted', r.state === 'stopped');
+    stateBadge(cell(tr, 1), r.state || 'running');
+    const u = cell(tr, 2);
     if (u.dataset.url !== r.url) { u.dataset.url = r.url || ''; u.replaceChildren(r.url ? extLink(r.url) : '–'); }
-    text(cell(tr, 2), r.target);
-    text(cell(tr, 3), r.requests ?? 0);
-    text(cell(tr, 4), r.errors ?? r.failures ?? 0);
-    text(cell(tr, 5), r.browser_errors ?? 0);
-    cell(tr, 4).classList.toggle('bad', (r.errors || 0) > 0);
-    cell(tr, 5).classList.toggle('bad', (r.browser_errors || 0) > 0);
-    setTick(cell(tr, 6), r.uptime_s == null ? null : now - r.uptime_s * 1000, 'up');
+    text(cell(tr, 3), r.target);
+    text(cell(tr, 4), r.requests ?? 0);
+    text(cell(tr, 5), r.errors ?? r.failures ?? 0);
+    text(cell(tr, 6), r.browser_errors ?? 0);
+    cell(tr, 5).classList.toggle('bad', (r.errors || 0) > 0);
+    cell(tr, 6).classList.toggle('bad', (r.browser_errors || 0) > 0);
+    setTick(cell(tr, 7), r.uptime_s == null ? null : now - r.uptime_s * 1000, 'up');
   });
 
   sync($('#agents'), d.agents || [], 'id', (r, k) => h('tr', { 'data-name': k, 'data-kind': 'agent' },
