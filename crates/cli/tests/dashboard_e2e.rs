@@ -114,7 +114,10 @@ async fn sign_in(page: &Page, link: &str) {
     assert!(!href.as_str().unwrap().contains('#'), "{href}");
 }
 
+/// Shows `view` in `page`, brought to the front (a background tab gets no animation
+/// frames, which the page renders in).
 async fn show(page: &Page, view: &str) {
+    page.call("Page.bringToFront", json!({})).await.unwrap();
     page.evaluate(&format!("location.hash = {}", json!(view)))
         .await
         .unwrap();
@@ -124,7 +127,10 @@ async fn show(page: &Page, view: &str) {
 async fn until(page: &Page, what: &str, expression: &str) {
     if let Err(e) = page.wait_until(expression, &json!(true), STEP).await {
         let shown = page
-            .evaluate("location.href + '\\n' + document.body.innerText.slice(0, 3000)")
+            .evaluate(
+                "location.href + '\\n' + JSON.stringify(document.getElementById('log-lines')?.dataset) \
+                 + '\\n' + document.body.innerText.slice(0, 3000)",
+            )
             .await;
         panic!("{what}: {e}\nthe page shows: {}", shown.unwrap_or_default());
     }
@@ -159,6 +165,7 @@ async fn each_view_shows_the_project_and_follows_it_live() {
     .await;
 
     // Overview: every unit with its state.
+    show(&page, "#overview").await;
     until(
         &page,
         "fx ready",
