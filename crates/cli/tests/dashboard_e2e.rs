@@ -210,6 +210,21 @@ async fn each_view_shows_the_project_and_follows_it_live() {
     )
     .await;
 
+    // "logs around it": the crash's log, where the crashed run ended (its message, "exited
+    // with code 3", is Corral's, not a line of the log).
+    page.evaluate(
+        "[...document.querySelectorAll('.incident')].find(e => e.innerText.includes('server:fx')).querySelector('.logs-link').click()",
+    )
+    .await
+    .unwrap();
+    until(
+        &page,
+        "the crash's line in its log",
+        "location.hash.startsWith('#logs/fx') && \
+         !!document.querySelector('#log-lines .log-line.target')?.innerText.includes('crashing in the middle of a call')",
+    )
+    .await;
+
     // Logs: a process's new line arrives while the view is open.
     show(&page, "#logs/printer").await;
     until(

@@ -6,7 +6,8 @@
 //! - [`main`]: `overview` (every unit's row and the agents) and `errors` (the
 //!   `get_errors` report, every state) when they change, checked after each batch of
 //!   events and every second; `journal`: the last events, then each new batch.
-//! - [`logs`]: `lines` of one unit's log: its tail, then new lines in batches.
+//! - [`logs`]: `lines` of one unit's log: its tail (then `caught_up`), then new lines in
+//!   batches.
 //! - [`traffic`]: `traffic` of one proxy: its last entries and browser errors, then new
 //!   ones.
 
@@ -193,6 +194,7 @@ pub(super) fn logs(state: Arc<State>, unit: String, lines: usize) -> Response {
         for chunk in tail.chunks(LINES_PER_EVENT) {
             send(&tx, "lines", &json!({ "lines": chunk }).to_string()).await?;
         }
+        send(&tx, "caught_up", "{}").await?;
         drop(all);
         drop(text);
         let mut tick = tokio::time::interval(BATCH);

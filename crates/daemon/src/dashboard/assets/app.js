@@ -406,7 +406,7 @@ function facts(e) {
 }
 function logsLink(e) {
   const u = unitOf(e.source);
-  if (u) return h('a', { class: 'logs-link', href: '#logs/' + encodeURIComponent(u) + '?q=' + encodeURIComponent(firstLine(e.message).slice(0, 200)) }, 'logs around it');
+  if (u) return h('a', { class: 'logs-link', href: '#logs/' + encodeURIComponent(u) + '?q=' + encodeURIComponent(firstLine(e.message).slice(0, 200)) + '&t=' + encodeURIComponent(e.last_seen || '') }, 'logs around it');
   const p = proxyOf(e.source);
   if (p) {
     const path = e.http && e.http.path ? '&path=' + encodeURIComponent(String(e.http.path).split('?')[0]) : '';
@@ -641,13 +641,6 @@ const logs = (() => {
     }
     L.dirty = true;
     count();
-    // The history comes in several events, back to back: jump once they stopped coming.
-    if (L.jump != null) {
-      clearTimeout(L.jt);
-      if (first) L.j0 = Date.now();
-      const go = () => { const q = L.jump; L.jump = null; if (q != null) jumpTo(q); };
-      if (Date.now() - L.j0 > 1500) go(); else L.jt = setTimeout(go, 200);
-    }
     schedule();
   }
 
@@ -749,16 +742,31 @@ const logs = (() => {
     requestAnimationFrame(() => { const t = $('.log-line.target', box); if (t) t.scrollIntoView({ block: 'nearest' }); });
   }
   // After "logs around it": the last line containing q.
-  function jumpTo(q) {
+  // The last line matching `q`; when none does and `t` (an ISO time) is given, the last
+  // line of the run that was live at `t` (its separator is the last one before `t`):
+  // where a crash that printed nothing telling left its output.
+  function jumpTo(q, t) {
     $('#log-q').value = q;
     search(q, false);
     const low = L.q;
     for (let i = L.lines.length - 1; i >= 0; i--) if (L.lines[i].plain.toLowerCase().includes(low)) { show(L.lines[i]); return; }
+    const at = t ? Date.parse(t) : NaN;
+    if (!isNaN(at)) {
+      const runAt = (ln) => ln.sep ? Date.parse((/\d{4}-\d\d-\d\dT[\d:.]+Z/.exec(ln.plain) || [])[0]) : NaN;
+      let start = -1;
+      for (let i = 0; i < L.lines.length; i++) { const s = runAt(L.lines[i]); if (s <= at) start = i; else if (s > at) break; }
+      if (start >= 0) {
+        let end = start;
+        while (end + 1 < L.lines.length && !L.lines[end + 1].sep) end++;
+        show(L.lines[end]);
+        text($('#log-status'), 'no line matches; this is where the run that was live then ended');
+        return;
+      }
+    }
     text($('#log-status'), 'no line of the last ' + L.lines.length + ' matches');
   }
 
   function open(unit) {
-    clearTimeout(L.jt);
     if (L.es) L.es.close();
     L.es = null;
     L.unit = unit;
@@ -771,6 +779,8 @@ const logs = (() => {
     const url = '/dashboard/api/logs?unit=' + encodeURIComponent(unit) + '&lines=' + LOG_MAX;
     L.es = stream(url, {
       lines: (d, first) => { text($('#log-status'), ''); ingest(Array.isArray(d.lines) ? d.lines : [], first); },
+      // The history is in: a search asked for with the view ("logs around it") jumps now.
+      caught_up: () => { const j = L.jump; L.jump = null; if (j) jumpTo(j[0], j[1]); },
       gone: (d) => { L.es && L.es.close(); text($('#log-status'), str(d.error) || 'unknown unit'); },
     }, (st, code) => {
       if (st === 'closed') text($('#log-status'), 'reconnecting…');
@@ -803,9 +813,9 @@ const logs = (() => {
       }
       if (unit && ![...sel.options].some((o) => o.value === unit)) sel.append(h('option', { value: unit }, unit));
       sel.value = unit;
-      const q = p.get('q');
-      if (unit !== L.unit || !L.es) { open(unit); if (q != null) L.jump = q; }
-      else if (q != null) jumpTo(q);
+      const q = p.get('q'), t = p.get('t');
+      if (unit !== L.unit || !L.es) { open(unit); if (q != null) L.jump = [q, t]; }
+      else if (q != null) jumpTo(q, t);
       if (q == null) { L.dirty = true; schedule(); }
     },
     close() { if (L.es) L.es.close(); L.es = null; },
