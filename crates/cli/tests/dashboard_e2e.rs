@@ -290,6 +290,23 @@ async fn each_view_shows_the_project_and_follows_it_live() {
     )
     .await;
 
+    // A proxy stopped from the page stays listed, and starts again from there.
+    show(&page, "#overview").await;
+    for (action, state) in [("proxy_stop", "stopped"), ("proxy_start", "running")] {
+        page.evaluate(&format!(
+            "document.querySelector('#view-overview [data-action=\"{action}\"][data-name=\"app\"]').click()"
+        ))
+        .await
+        .unwrap();
+        until(
+            &page,
+            &format!("the proxy {state}"),
+            &format!("{}?.dataset.state === '{state}'", row("app")),
+        )
+        .await;
+    }
+    assert!(ps(&p)["proxies"][0]["url"].is_string(), "{}", ps(&p));
+
     // Tools: the form made from echo's schema calls it.
     show(&page, "#tools").await;
     until(

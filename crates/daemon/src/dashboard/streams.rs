@@ -135,12 +135,29 @@ fn events_json(events: &[Event]) -> String {
     out
 }
 
-/// Every unit's row (as `corral ps --json`) and the agents connected.
+/// Every unit's row (as `corral ps --json`) and the agents connected. Proxies carry a
+/// `state`: `running`, or `stopped` for a configured one that is not (`ps` lists running
+/// proxies only), so the page can start it again.
 fn overview(state: &State) -> Value {
     let mut value = match crate::control::servers::ps(state).data {
         Value::Object(map) => Value::Object(map),
         _ => json!({}),
     };
+    let mut proxies = match value["proxies"].take() {
+        Value::Array(rows) => rows,
+        _ => Vec::new(),
+    };
+    for row in &mut proxies {
+        row["state"] = json!("running");
+    }
+    for name in state.proxies.configured_names() {
+        if state.proxies.get(&name).is_none()
+            && let Some(spec) = state.proxies.configured(&name)
+        {
+            proxies.push(json!({ "name": name, "target": spec.target, "state": "stopped" }));
+        }
+    }
+    value["proxies"] = Value::Array(proxies);
     value["agents"] = serde_json::to_value(state.hub.agents()).unwrap_or_default();
     value
 }

@@ -322,8 +322,8 @@ function renderOverview(d) {
     cell(tr, 8).classList.toggle('bad', !!alert);
   });
 
-  // The rows list running proxies only: one seen before and gone now is shown stopped,
-  // so that it can be started again from here.
+  // The rows list the running proxies and the configured ones that are stopped; an
+  // ad-hoc one seen before and gone now is shown stopped too.
   S.proxies = d.proxies || [];
   const live = new Set(S.proxies.map((p) => p.name));
   for (const p of S.proxies) S.seenProxies.set(p.name, p);
