@@ -27,17 +27,6 @@ fn up(p: &Project) -> String {
         .to_owned()
 }
 
-/// `corral dashboard --no-browser`: the one-time link it prints.
-fn login_link(p: &Project) -> String {
-    let run = p.run(&["dashboard", "--no-browser"]);
-    assert_eq!(run.code(), 0, "{}", run.stderr());
-    run.stdout()
-        .lines()
-        .find(|l| l.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no link in {:?}", run.stdout()))
-        .to_owned()
-}
-
 fn secret_of(link: &str) -> &str {
     link.split_once('#').unwrap().1
 }
@@ -48,7 +37,7 @@ fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
 
 /// Signs in with a fresh link: the session cookie and the page's CSRF token.
 fn sign_in(p: &Project, addr: &str) -> (String, String) {
-    let link = login_link(p);
+    let link = dashboard_link(p);
     let origin = format!("http://{addr}");
     let r = post(
         addr,
@@ -130,7 +119,7 @@ fn every_dashboard_url_is_refused_without_a_session_and_a_login_link_works_once(
     assert!(r.header("content-security-policy").is_some(), "{r:?}");
 
     // The link: good once, only from the dashboard's own origin.
-    let link = login_link(&p);
+    let link = dashboard_link(&p);
     assert!(
         link.starts_with(&format!("http://{addr}/dashboard/login#")),
         "{link}"

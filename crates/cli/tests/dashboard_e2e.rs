@@ -18,8 +18,6 @@ use common::*;
 use e2e::cdp::Page;
 use e2e::chromium::Chromium;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 /// How long one step may take on a loaded machine.
@@ -29,38 +27,12 @@ const STEP: Duration = e2e::DEADLINE;
 /// (a colour, a window title, a cursor move) that must reach the page as text.
 const HOSTILE: &str = r#"<script>window.__pwned=1</script><img src=x onerror=window.__pwned=2> \u001b[31mred words\u001b[0m \u001b]0;retitled\u0007\u001b[2J end"#;
 
-/// A tiny web server on a free loopback port: `pages` maps a path to an HTML body.
+/// A tiny web server on a free loopback port serving `pages` (path → HTML).
 fn serve(pages: &'static [(&'static str, &'static str)]) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || answer(stream, pages));
-        }
-    });
-    addr
-}
-
-fn answer(mut stream: TcpStream, pages: &[(&str, &str)]) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut first = String::new();
-    if reader.read_line(&mut first).is_err() {
-        return;
-    }
-    let mut line = String::new();
-    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-        line.clear();
-    }
-    let path = first.split(' ').nth(1).unwrap_or("/");
-    let (status, body) = match pages.iter().find(|(p, _)| *p == path) {
-        Some((_, body)) => ("200 OK", *body),
-        None => ("404 Not Found", "no such page"),
-    };
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status}\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    common::http::serve(move |path| match pages.iter().find(|(p, _)| *p == path) {
+        Some((_, body)) => ("200 OK", "text/html", (*body).to_owned()),
+        None => ("404 Not Found", "text/plain", "no such page".to_owned()),
+    })
 }
 
 /// The app behind the proxy: its page throws.
@@ -88,16 +60,6 @@ target = "http://{app}"
     assert_eq!(run.code(), 0, "{}", run.stderr());
     wait_until("fx ready", || ps_row(&p, "fx")["state"] == "ready");
     p
-}
-
-fn login_link(p: &Project) -> String {
-    let run = p.run(&["dashboard", "--no-browser"]);
-    assert_eq!(run.code(), 0, "{}", run.stderr());
-    run.stdout()
-        .lines()
-        .find(|l| l.starts_with("http://"))
-        .unwrap()
-        .to_owned()
 }
 
 /// Opens the login link in `page` and waits for the app, its live feed open.
@@ -151,7 +113,7 @@ async fn each_view_shows_the_project_and_follows_it_live() {
     let _down = Down(&p);
     let browser = Chromium::launch().await;
     let page = browser.page().await;
-    let link = login_link(&p);
+    let link = dashboard_link(&p);
     sign_in(&page, &link).await;
 
     // The link works once: another tab (same browser) is refused with it.
@@ -385,7 +347,7 @@ async fn a_page_of_another_origin_can_neither_act_nor_read() {
     let _down = Down(&p);
     let browser = Chromium::launch().await;
     let page = browser.page().await;
-    let link = login_link(&p);
+    let link = dashboard_link(&p);
     sign_in(&page, &link).await;
     let dash: String = link.split("/dashboard/").next().unwrap().to_owned();
     let before = pid(&p);

@@ -364,27 +364,12 @@ async fn authorize(state: Arc<State>, name: String) -> Reply {
         let Some(server) = config.servers.get(&name) else {
             return crate::control::unknown(&state, &name);
         };
-        let corral_config::Transport::Http {
-            url,
-            headers,
-            oauth,
-            ..
-        } = &server.transport
-        else {
+        let Some(target) = flow::Target::of(&config.root, &name, server) else {
             return Reply::usage(format!(
                 "server '{name}' is a stdio server: only remote (url) servers use OAuth"
             ));
         };
-        flow::Target {
-            project: config.root.clone(),
-            name: name.clone(),
-            url: url.clone(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            configured: oauth.clone(),
-        }
+        target
     };
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     let opts = flow::Options {
