@@ -27,17 +27,6 @@ fn up(p: &Project) -> String {
         .to_owned()
 }
 
-/// `corral dashboard --no-browser`: the one-time link it prints.
-fn login_link(p: &Project) -> String {
-    let run = p.run(&["dashboard", "--no-browser"]);
-    assert_eq!(run.code(), 0, "{}", run.stderr());
-    run.stdout()
-        .lines()
-        .find(|l| l.starts_with("http://"))
-        .unwrap_or_else(|| panic!("no link in {:?}", run.stdout()))
-        .to_owned()
-}
-
 fn secret_of(link: &str) -> &str {
     link.split_once('#').unwrap().1
 }
@@ -48,7 +37,7 @@ fn post(addr: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Resp {
 
 /// Signs in with a fresh link: the session cookie and the page's CSRF token.
 fn sign_in(p: &Project, addr: &str) -> (String, String) {
-    let link = login_link(p);
+    let link = dashboard_link(p);
     let origin = format!("http://{addr}");
     let r = post(
         addr,
@@ -130,7 +119,7 @@ fn every_dashboard_url_is_refused_without_a_session_and_a_login_link_works_once(
     assert!(r.header("content-security-policy").is_some(), "{r:?}");
 
     // The link: good once, only from the dashboard's own origin.
-    let link = login_link(&p);
+    let link = dashboard_link(&p);
     assert!(
         link.starts_with(&format!("http://{addr}/dashboard/login#")),
         "{link}"
@@ -182,7 +171,7 @@ fn a_change_needs_the_pages_origin_its_token_and_json() {
     let other_port = format!("http://{}", closed_addr());
     let pid = pid_of_fx(&p);
     let restart = r#"{"action":"restart","name":"fx"}"#;
-    let attempts: [(&str, Vec<(&str, &str)>); 6] = [
+    let attempts: [(&str, Vec<(&str, &str)>); 7] = [
         (
             "no CSRF token",
             vec![
@@ -208,6 +197,15 @@ fn a_change_needs_the_pages_origin_its_token_and_json() {
                 ("Content-Type", "application/json"),
                 ("X-Corral-CSRF", &csrf),
                 ("Sec-Fetch-Site", "same-site"),
+            ],
+        ),
+        (
+            "another origin, from a browser that sends no Sec-Fetch-Site",
+            vec![
+                ("Cookie", &cookie),
+                ("Origin", &other_port),
+                ("Content-Type", "application/json"),
+                ("X-Corral-CSRF", &csrf),
             ],
         ),
         (

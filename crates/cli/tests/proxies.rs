@@ -8,37 +8,14 @@ use common::http::request;
 use common::mcp::{McpClient, text};
 use common::*;
 use serde_json::{Value, json};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{TcpListener, TcpStream};
 use std::process::Stdio;
 
-/// A dev server stand-in on a free loopback port: `/hello` is 200 text, `/boom` a 500
-/// with a JSON error, anything else 404. One thread per connection, `Connection: close`.
+/// A dev server stand-in on a free loopback port: `/hello` is 200 text, `/page` an HTML
+/// page, `/boom` a 500 with a JSON error, anything else 404.
 fn target() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for stream in listener.incoming().flatten() {
-            std::thread::spawn(move || answer(stream));
-        }
-    });
-    addr
-}
-
-fn answer(mut stream: TcpStream) {
-    let mut reader = BufReader::new(stream.try_clone().unwrap());
-    let mut first = String::new();
-    if reader.read_line(&mut first).is_err() {
-        return;
-    }
-    // The rest of the head (no request here has a body).
-    let mut line = String::new();
-    while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-        line.clear();
-    }
-    let target = first.split(' ').nth(1).unwrap_or("/");
-    let path = target.split('?').next().unwrap_or("/");
-    let (status, ctype, body) = match path {
+    common::http::serve(|path| match path {
         "/hello" => ("200 OK", "text/plain", "hello from the target".to_owned()),
         "/page" => (
             "200 OK",
@@ -51,12 +28,7 @@ fn answer(mut stream: TcpStream) {
             r#"{"error":"database is down"}"#.to_owned(),
         ),
         _ => ("404 Not Found", "text/plain", "no such page".to_owned()),
-    };
-    let _ = write!(
-        stream,
-        "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    );
+    })
 }
 
 /// `host:port` of an `http://host:port` URL.

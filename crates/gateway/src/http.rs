@@ -948,10 +948,6 @@ fn origin_allowed(origin: &str) -> bool {
     matches!(host, "localhost" | "127.0.0.1" | "::1")
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// An unguessable session id: 128 random bits (from the OS) plus a counter, hex.
 fn session_id(n: u64) -> String {
     let mut bytes = [0u8; 16];
@@ -964,7 +960,7 @@ fn session_id(n: u64) -> String {
     s
 }
 
-pub use corral_httpd::{new_token, random_bytes};
+pub use corral_httpd::{constant_time_eq, new_token, random_bytes};
 
 #[cfg(test)]
 mod tests {

@@ -107,11 +107,7 @@ pub(crate) fn new_key() -> String {
 
 /// Whether `given` is `key`, in time that does not depend on where they differ.
 fn key_matches(key: &str, given: &str) -> bool {
-    let (a, b) = (key.as_bytes(), given.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    corral_httpd::constant_time_eq(key.as_bytes(), given.as_bytes())
 }
 
 /// A token bucket.

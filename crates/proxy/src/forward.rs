@@ -817,11 +817,11 @@ impl Drop for Watched {
 /// The `502` page for a transport error: what happened, that Corral answered (not the
 /// app), and what to check.
 fn bad_gateway(shared: &Shared, why: &str) -> Response<ProxyBody> {
-    let headline = escape(&format!(
+    let headline = corral_httpd::escape_html(&format!(
         "Corral's dev proxy '{}' could not reach {}: {why}",
         shared.spec.name, shared.target.url
     ));
-    let target = escape(&shared.target.url);
+    let target = corral_httpd::escape_html(&shared.target.url);
     let page = format!(
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>502 Bad Gateway</title>\n<style>body{{font:16px/1.5 system-ui,sans-serif;\
@@ -853,13 +853,6 @@ fn plain(status: StatusCode, text: &'static str) -> Response<ProxyBody> {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     resp
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

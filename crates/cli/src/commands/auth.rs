@@ -1,7 +1,6 @@
 //! `corral auth NAME [--logout]`: OAuth for a remote server (`corral_remote::oauth`).
 
 use crate::{CmdResult, Failure, project};
-use corral_config::Transport;
 use corral_daemon::protocol::Request;
 use corral_remote::oauth::flow;
 use std::path::Path;
@@ -21,26 +20,10 @@ pub async fn auth(
             "'{name}' is a dev process, not a server: only remote (url) servers authorize"
         )));
     };
-    let Transport::Http {
-        url,
-        headers,
-        oauth,
-        ..
-    } = &server.transport
-    else {
+    let Some(target) = flow::Target::of(&cfg.root, name, server) else {
         return Err(Failure::Usage(format!(
             "server '{name}' is a stdio server: only remote (url) servers use OAuth"
         )));
-    };
-    let target = flow::Target {
-        project: cfg.root.clone(),
-        name: name.to_owned(),
-        url: url.clone(),
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect(),
-        configured: oauth.clone(),
     };
     let said = if logout {
         flow::logout(&target).await

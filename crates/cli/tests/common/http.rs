@@ -1,4 +1,5 @@
-//! `corral up` in a test, and a tiny HTTP/1.1 client (one request per connection).
+//! `corral up` in a test, a tiny HTTP/1.1 client (one request per connection) and a tiny
+//! server ([`serve`]).
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -188,4 +189,41 @@ fn dechunk(mut s: &str) -> String {
         s = s.strip_prefix("\r\n").unwrap_or(s);
     }
     out
+}
+
+/// A stand-in web server on a free loopback port, its `host:port`: each request is
+/// answered by `answer(path)` (the query cut off) as a status line (`200 OK`), a content
+/// type and a body. One thread per connection, `Connection: close`; request bodies are
+/// not read.
+pub fn serve(
+    answer: impl Fn(&str) -> (&'static str, &'static str, String) + Send + Sync + 'static,
+) -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let answer = std::sync::Arc::new(answer);
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().flatten() {
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut first = String::new();
+                if reader.read_line(&mut first).is_err() {
+                    return;
+                }
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let target = first.split(' ').nth(1).unwrap_or("/");
+                let (status, ctype, body) = answer(target.split('?').next().unwrap_or("/"));
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 {status}\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    addr
 }

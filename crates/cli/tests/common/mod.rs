@@ -209,6 +209,17 @@ pub fn closed_addr() -> String {
     listener.local_addr().expect("local_addr").to_string()
 }
 
+/// `corral dashboard --no-browser`: the one-time sign-in link it prints.
+pub fn dashboard_link(p: &Project) -> String {
+    let run = p.run(&["dashboard", "--no-browser"]);
+    assert_eq!(run.code(), 0, "{}", run.stderr());
+    run.stdout()
+        .lines()
+        .find(|l| l.starts_with("http://"))
+        .unwrap_or_else(|| panic!("no link in {:?}", run.stdout()))
+        .to_owned()
+}
+
 /// Server `name`'s row of `corral ps --json` (a daemon must run).
 /// `corral ps --json`.
 pub fn ps(p: &Project) -> serde_json::Value {

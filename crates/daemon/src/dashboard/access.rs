@@ -68,7 +68,7 @@ impl Access {
             logins.retain(|(_, at)| now.duration_since(*at) < LOGIN_VALID);
             // Every entry is compared, in constant time each: no early exit to time.
             let found = logins.iter().enumerate().fold(None, |hit, (i, (s, _))| {
-                if constant_time_eq(s.as_bytes(), secret.as_bytes()) {
+                if corral_gateway::httpd::constant_time_eq(s.as_bytes(), secret.as_bytes()) {
                     Some(i)
                 } else {
                     hit
@@ -148,10 +148,6 @@ pub(crate) fn session_cookie(id: &str) -> String {
 /// The `Set-Cookie` value that removes the session cookie.
 pub(crate) fn cleared_cookie() -> String {
     format!("{COOKIE}=; Path=/dashboard; HttpOnly; SameSite=Strict; Max-Age=0")
-}
-
-pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// What a request is, for the checks.

@@ -32,7 +32,7 @@ use crate::control::State;
 use crate::protocol::Reply;
 use access::{Purpose, Seen, Session};
 use bytes::Bytes;
-use corral_gateway::httpd::Body;
+use corral_gateway::httpd::{Body, escape_html};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, StatusCode};
@@ -182,7 +182,7 @@ async fn route(state: Arc<State>, req: Request) -> Response {
             .get("x-corral-csrf")
             .map(|v| v.as_bytes())
             .unwrap_or_default();
-        if !access::constant_time_eq(given, session.csrf.as_bytes()) {
+        if !corral_gateway::httpd::constant_time_eq(given, session.csrf.as_bytes()) {
             return refused(
                 403,
                 &path,
@@ -364,27 +364,12 @@ async fn authorize(state: Arc<State>, name: String) -> Reply {
         let Some(server) = config.servers.get(&name) else {
             return crate::control::unknown(&state, &name);
         };
-        let corral_config::Transport::Http {
-            url,
-            headers,
-            oauth,
-            ..
-        } = &server.transport
-        else {
+        let Some(target) = flow::Target::of(&config.root, &name, server) else {
             return Reply::usage(format!(
                 "server '{name}' is a stdio server: only remote (url) servers use OAuth"
             ));
         };
-        flow::Target {
-            project: config.root.clone(),
-            name: name.clone(),
-            url: url.clone(),
-            headers: headers
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            configured: oauth.clone(),
-        }
+        target
     };
     let (url_tx, url_rx) = tokio::sync::oneshot::channel();
     let opts = flow::Options {
@@ -465,21 +450,6 @@ fn percent_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-pub(crate) fn escape_html(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn asset(req: &Request, path: &str) -> Response {
@@ -605,13 +575,5 @@ mod tests {
         assert_eq!(param("unit=%4", "unit").unwrap(), "%4");
         assert_eq!(param("unit=%é%41", "unit").unwrap(), "%éA");
         assert_eq!(param("lines=5", "unit"), None);
-    }
-
-    #[test]
-    fn html_is_escaped() {
-        assert_eq!(
-            escape_html("<script>\"x\"&'y'"),
-            "&lt;script&gt;&quot;x&quot;&amp;&#39;y&#39;"
-        );
     }
 }

@@ -6,7 +6,8 @@
 //! - [`main`]: `overview` (every unit's row and the agents) and `errors` (the
 //!   `get_errors` report, every state) when they change, checked after each batch of
 //!   events and every second; `journal`: the last events, then each new batch.
-//! - [`logs`]: `lines` of one unit's log: its tail, then new lines in batches.
+//! - [`logs`]: `lines` of one unit's log: its tail (then `caught_up`), then new lines in
+//!   batches.
 //! - [`traffic`]: `traffic` of one proxy: its last entries and browser errors, then new
 //!   ones.
 
@@ -134,12 +135,29 @@ fn events_json(events: &[Event]) -> String {
     out
 }
 
-/// Every unit's row (as `corral ps --json`) and the agents connected.
+/// Every unit's row (as `corral ps --json`) and the agents connected. Proxies carry a
+/// `state`: `running`, or `stopped` for a configured one that is not (`ps` lists running
+/// proxies only), so the page can start it again.
 fn overview(state: &State) -> Value {
     let mut value = match crate::control::servers::ps(state).data {
         Value::Object(map) => Value::Object(map),
         _ => json!({}),
     };
+    let mut proxies = match value["proxies"].take() {
+        Value::Array(rows) => rows,
+        _ => Vec::new(),
+    };
+    for row in &mut proxies {
+        row["state"] = json!("running");
+    }
+    for name in state.proxies.configured_names() {
+        if state.proxies.get(&name).is_none()
+            && let Some(spec) = state.proxies.configured(&name)
+        {
+            proxies.push(json!({ "name": name, "target": spec.target, "state": "stopped" }));
+        }
+    }
+    value["proxies"] = Value::Array(proxies);
     value["agents"] = serde_json::to_value(state.hub.agents()).unwrap_or_default();
     value
 }
@@ -193,6 +211,7 @@ pub(super) fn logs(state: Arc<State>, unit: String, lines: usize) -> Response {
         for chunk in tail.chunks(LINES_PER_EVENT) {
             send(&tx, "lines", &json!({ "lines": chunk }).to_string()).await?;
         }
+        send(&tx, "caught_up", "{}").await?;
         drop(all);
         drop(text);
         let mut tick = tokio::time::interval(BATCH);

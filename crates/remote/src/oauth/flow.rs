@@ -10,7 +10,7 @@ use super::discover::{self, Found};
 use super::net;
 use super::store::{Client, Record, Store};
 use bytes::Bytes;
-use corral_config::OAuthClient;
+use corral_config::{OAuthClient, ServerConfig, Transport};
 use corral_httpd::challenge::{self, Bearer};
 use http_body_util::Full;
 use hyper::{Method, Request, Response};
@@ -37,6 +37,30 @@ pub struct Target {
 }
 
 impl Target {
+    /// Server `name` of the project at `project`, as configured in `server`; `None` for a
+    /// stdio server (only remote ones use OAuth).
+    pub fn of(project: &std::path::Path, name: &str, server: &ServerConfig) -> Option<Target> {
+        let Transport::Http {
+            url,
+            headers,
+            oauth,
+            ..
+        } = &server.transport
+        else {
+            return None;
+        };
+        Some(Target {
+            project: project.to_owned(),
+            name: name.to_owned(),
+            url: url.clone(),
+            headers: headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            configured: oauth.clone(),
+        })
+    }
+
     pub fn store(&self) -> Result<Store, String> {
         Store::of(&self.project, &self.name, &self.url)
     }
