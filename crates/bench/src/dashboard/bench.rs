@@ -7,7 +7,7 @@
 use super::cdp::Page;
 use super::chromium::Chromium;
 use super::daemon::Daemon;
-use super::{DEADLINE, close, count, login, painted, set_viewport};
+use super::{DEADLINE, close, count, login, painted, prepare};
 use crate::util::{self, TempDir};
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -122,6 +122,10 @@ struct Request {
     done: bool,
     /// Why it failed (`loadingFailed`'s `errorText`, e.g. `net::ERR_ABORTED`).
     failed: Option<String>,
+    /// The document load it belongs to.
+    loader: String,
+    /// An event stream's messages, framed as sent, in bytes.
+    messages: u64,
 }
 
 impl Request {
@@ -160,6 +164,7 @@ fn requests(events: &[Value], session: &str) -> Vec<Request> {
                 let r = by_id.entry(id.to_owned()).or_default();
                 r.url = p["request"]["url"].as_str().unwrap_or("").to_owned();
                 r.kind = p["type"].as_str().unwrap_or("").to_owned();
+                r.loader = p["loaderId"].as_str().unwrap_or("").to_owned();
             }
             "Network.responseReceived" => {
                 let r = by_id.entry(id.to_owned()).or_default();
@@ -184,6 +189,16 @@ fn requests(events: &[Value], session: &str) -> Vec<Request> {
                     r.wire += p["encodedDataLength"].as_u64().unwrap_or(0);
                 }
             }
+            "Network.eventSourceMessageReceived" => {
+                // Chromium does not count an event stream's bytes in `dataReceived`:
+                // each message as the daemon frames it (`event: E\ndata: D\n\n`).
+                let r = by_id.entry(id.to_owned()).or_default();
+                let (event, data) = (
+                    p["eventName"].as_str().unwrap_or(""),
+                    p["data"].as_str().unwrap_or(""),
+                );
+                r.messages += ("event: \ndata: \n\n".len() + event.len() + data.len()) as u64;
+            }
             "Network.loadingFinished" => {
                 let r = by_id.entry(id.to_owned()).or_default();
                 r.wire = p["encodedDataLength"].as_u64().unwrap_or(r.wire);
@@ -207,7 +222,7 @@ fn requests(events: &[Value], session: &str) -> Vec<Request> {
 async fn cold_load(chromium: &Chromium, daemon: &Daemon) -> Result<Load, String> {
     let url = daemon.login_url()?;
     let page = chromium.page().await;
-    set_viewport(&page).await?;
+    prepare(&page).await?;
     page.call("Network.enable", json!({})).await?;
     page.call("Network.setCacheDisabled", json!({"cacheDisabled": true}))
         .await?;
@@ -236,9 +251,18 @@ async fn cold_load(chromium: &Chromium, daemon: &Daemon) -> Result<Load, String>
     loop {
         let seen = page.cdp.events.len();
         let events = page.cdp.events.snapshot();
-        let pending: Vec<String> = requests(&events[from..], &page.session)
+        let reqs = requests(&events[from..], &page.session);
+        // The app document's requests: the login page's last one (its POST) may be cut
+        // short by the navigation to the app without an event saying so.
+        let app = reqs
             .iter()
-            .filter(|r| !r.done && !r.is_stream())
+            .rev()
+            .find(|r| r.kind == "Document")
+            .map(|r| r.loader.clone())
+            .unwrap_or_default();
+        let pending: Vec<String> = reqs
+            .iter()
+            .filter(|r| !r.done && !r.is_stream() && r.loader == app)
             .map(|r| r.url.clone())
             .collect();
         if pending.is_empty() {
@@ -262,10 +286,10 @@ async fn cold_load(chromium: &Chromium, daemon: &Daemon) -> Result<Load, String>
             )
             .await?;
     }
-    // The event stream's first bytes as Chromium counts them (its DOM effect can come
-    // before the count does); a stream it never counts is shown as 0.
+    // The event stream's first message as Chromium reports it (its DOM effect can come
+    // before the report does).
     let stream_counted = |e: &Value, ids: &[String]| {
-        e["method"] == "Network.dataReceived"
+        e["method"] == "Network.eventSourceMessageReceived"
             && e["params"]["requestId"]
                 .as_str()
                 .is_some_and(|id| ids.iter().any(|s| s == id))
@@ -289,7 +313,7 @@ async fn cold_load(chromium: &Chromium, daemon: &Daemon) -> Result<Load, String>
             .events
             .wait_for_from(
                 from,
-                "the event stream's first bytes",
+                "the event stream's first message",
                 Duration::from_secs(5),
                 |e| stream_counted(e, &stream_ids).then_some(()),
             )
@@ -491,6 +515,7 @@ async fn measure(chromium: &Chromium, daemon: &Daemon, opts: &BenchOpts) -> Resu
         body += r.body.unwrap_or(0);
         let status = match &r.failed {
             Some(why) => why.clone(),
+            None if !r.done => format!("{} (cut short by the navigation)", r.status),
             None => r.status.to_string(),
         };
         out += &format!(
@@ -510,7 +535,7 @@ async fn measure(chromium: &Chromium, daemon: &Daemon, opts: &BenchOpts) -> Resu
     out += &format!("| **total** (event streams excluded) | | | | **{body}** | **{wire}** |\n");
     for r in last.requests.iter().filter(|r| r.is_stream()) {
         out += &format!(
-            "| `{}` (event stream, until the load was over) | {} | {} | {} | — | {} |\n",
+            "| `{}` (event stream until the load was over; body: its messages) | {} | {} | {} | {} | {} |\n",
             r.path(),
             r.kind,
             r.status,
@@ -519,7 +544,12 @@ async fn measure(chromium: &Chromium, daemon: &Daemon, opts: &BenchOpts) -> Resu
             } else {
                 &r.encoding
             },
-            r.wire
+            r.messages,
+            if r.wire > 0 {
+                r.wire.to_string()
+            } else {
+                "—".into()
+            }
         );
     }
     out += &format!(
@@ -535,7 +565,7 @@ async fn measure(chromium: &Chromium, daemon: &Daemon, opts: &BenchOpts) -> Resu
     for _ in 0..opts.rounds {
         without.push(window(pid, opts.seconds, None).await?);
         let page = chromium.page().await;
-        set_viewport(&page).await?;
+        prepare(&page).await?;
         login(&page, &daemon.login_url()?).await?;
         page.evaluate("location.hash = '#logs/spam'").await?;
         super::wait_count(&page, "#log-lines .log-line", 10).await?;

@@ -40,8 +40,10 @@ pub fn not_installed(what: &str) -> String {
 /// The dashboard's size on the screen (screenshots, and the bench's loads).
 pub const VIEWPORT: (u32, u32) = (1400, 900);
 
-/// Gives `page` the bench's viewport.
-async fn set_viewport(page: &Page) -> Result<(), String> {
+/// Gives `page` the bench's viewport and brings it to the front (a background tab gets
+/// no animation frames).
+async fn prepare(page: &Page) -> Result<(), String> {
+    page.call("Page.bringToFront", json!({})).await?;
     page.call(
         "Emulation.setDeviceMetricsOverride",
         json!({"width": VIEWPORT.0, "height": VIEWPORT.1, "deviceScaleFactor": 1, "mobile": false}),

@@ -7,7 +7,7 @@
 use super::cdp::Page;
 use super::chromium::Chromium;
 use super::daemon::Daemon;
-use super::{DEADLINE, base64_decode, login, painted, set_viewport, wait_count};
+use super::{DEADLINE, base64_decode, login, painted, prepare, wait_count};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -64,7 +64,7 @@ async fn shoot(chromium: &Chromium, daemon: &Daemon, opts: &ShotOpts) -> Result<
         }
     }
     let page = chromium.page().await;
-    set_viewport(&page).await?;
+    prepare(&page).await?;
     login(&page, &daemon.login_url()?).await?;
 
     let enc = |s: &str| {
