@@ -9,6 +9,7 @@
 
 mod account;
 mod bombs;
+mod dashboard;
 mod drain;
 mod errors;
 mod faults;
@@ -42,6 +43,8 @@ USAGE:
     corral-bench bombs
     corral-bench revisions [--point-ms N]
     corral-bench remote [--point-ms N]
+    corral-bench dashboard [--loads N] [--seconds N] [--rounds N] [--rate N]
+    corral-bench dashboard --screenshots DIR -c CONFIG [--min-incidents N] [--logs UNIT]
 
 BENCHMARKS:
     latency     echo round trips: bare client vs. through the supervisor, sequential
@@ -91,6 +94,18 @@ BENCHMARKS:
                 same client, directly and through `corral up`: p50/p99 with 1 client,
                 calls/s with 8, Corral's CPU per call (4 rounds of --point-ms, default
                 2000). Needs the test peers (./scripts/install-peers.sh). Not part of `all`
+
+    dashboard   the dashboard in headless Chromium (Debian's `chromium`, over the
+                DevTools protocol), against `corral up -d` of a generated project: time
+                from the login link and from the app's navigation start to the first
+                overview row, and to first contentful paint, over N cold loads (default 7;
+                new tab, no cache, no cookies, a fresh login each); the bytes of a first
+                visit per request; the daemon's CPU while a unit prints --rate lines/s
+                (default 1000) with and without a dashboard on its logs view (--rounds
+                windows of each, default 2, of --seconds s, default 20), and the
+                renderer's. With --screenshots DIR: PNGs of every view of the running
+                project CONFIG instead (scripts/dashboard-screenshots.sh). Not part of
+                `all`
 
 OPTIONS:
     --calls N       sequential calls per path (default 20000; warm-up is 1000; `peers`:
@@ -223,6 +238,60 @@ fn remote_main(args: &[String]) -> ExitCode {
     finish(result)
 }
 
+fn dashboard_main(args: &[String]) -> ExitCode {
+    let mut bench = dashboard::BenchOpts {
+        loads: 7,
+        seconds: 20,
+        rounds: 2,
+        rate: 1000,
+    };
+    let (mut shots, mut config, mut min_incidents, mut logs) = (None, None, 1u64, None);
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let Some(value) = it.next() else {
+            return usage(&format!("dashboard: {arg} needs a value"));
+        };
+        let n = value.parse::<u64>().ok().filter(|n| *n > 0);
+        match (arg.as_str(), n) {
+            ("--screenshots", _) => shots = Some(std::path::PathBuf::from(value)),
+            ("-c" | "--config", _) => config = Some(std::path::PathBuf::from(value)),
+            ("--min-incidents", Some(n)) => min_incidents = n,
+            ("--logs", _) => logs = Some(value.clone()),
+            ("--loads", Some(n)) => bench.loads = n as usize,
+            ("--seconds", Some(n)) => bench.seconds = n,
+            ("--rounds", Some(n)) => bench.rounds = n as usize,
+            ("--rate", Some(n)) => bench.rate = n.min(1_000_000) as u32,
+            _ => return usage(&format!("dashboard: unexpected {arg} {value}")),
+        }
+    }
+    let corral = match util::corral_path() {
+        Ok(c) => c,
+        Err(msg) => {
+            eprintln!("corral-bench: {msg}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match (shots, config) {
+        (Some(out), Some(config)) => {
+            let opts = dashboard::ShotOpts {
+                config,
+                out,
+                min_incidents,
+                logs,
+            };
+            finish(dashboard::screenshots(&corral, &opts))
+        }
+        (Some(_), None) => usage("dashboard --screenshots DIR needs -c CONFIG"),
+        (None, _) => {
+            let result = util::fixture_path().and_then(|fixture| {
+                println!("{}", util::machine_header());
+                dashboard::run(&corral, &fixture, &bench)
+            });
+            finish(result)
+        }
+    }
+}
+
 fn usage(msg: &str) -> ExitCode {
     eprintln!("corral-bench: {msg}\n\n{USAGE}");
     ExitCode::from(2)
@@ -291,6 +360,12 @@ fn main() -> ExitCode {
     if args.first().map(String::as_str) == Some(bombs::CHILD_COMMAND) {
         let name = args.get(1).map_or("", String::as_str);
         return finish(bombs::child_main(name));
+    }
+    if args.first().map(String::as_str) == Some(dashboard::PRINTER_COMMAND) {
+        return dashboard::printer_main(&args[1..]);
+    }
+    if args.first().map(String::as_str) == Some("dashboard") {
+        return dashboard_main(&args[1..]);
     }
     if args.first().map(String::as_str) == Some("bombs") {
         println!("{}", util::machine_header());
