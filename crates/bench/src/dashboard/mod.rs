@@ -108,39 +108,3 @@ async fn close(page: Page) -> Result<(), String> {
         .await
         .map(drop)
 }
-
-/// Standard base64 (with or without padding), as `Page.captureScreenshot` returns it.
-fn base64_decode(s: &str) -> Result<Vec<u8>, String> {
-    let value = |c: u8| -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    };
-    let bytes: Vec<u8> = s.bytes().filter(|&c| c != b'=').collect();
-    let mut out = Vec::with_capacity(bytes.len() * 3 / 4);
-    for chunk in bytes.chunks(4) {
-        let mut n = 0u32;
-        for (i, &c) in chunk.iter().enumerate() {
-            n |= value(c).ok_or("not base64")? << (18 - 6 * i);
-        }
-        let take = chunk.len().saturating_sub(1);
-        out.extend_from_slice(&n.to_be_bytes()[1..1 + take]);
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn base64_decodes() {
-        assert_eq!(super::base64_decode("aGVsbG8=").unwrap(), b"hello");
-        assert_eq!(super::base64_decode("aGVsbG8h").unwrap(), b"hello!");
-        assert_eq!(super::base64_decode("aGk").unwrap(), b"hi");
-        assert!(super::base64_decode("a*").is_err());
-    }
-}

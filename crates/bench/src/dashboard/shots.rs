@@ -7,7 +7,7 @@
 use super::cdp::Page;
 use super::chromium::Chromium;
 use super::daemon::Daemon;
-use super::{DEADLINE, base64_decode, login, painted, prepare, wait_count};
+use super::{DEADLINE, login, painted, prepare, wait_count};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 
@@ -173,7 +173,10 @@ async fn take(page: &Page, view: &View, suffix: &str, out: &Path) -> Result<Stri
     let shot = page
         .call("Page.captureScreenshot", json!({"format": "png"}))
         .await?;
-    let png = base64_decode(shot["data"].as_str().unwrap_or(""))?;
+    use base64::Engine as _;
+    let png = base64::engine::general_purpose::STANDARD
+        .decode(shot["data"].as_str().unwrap_or(""))
+        .map_err(|e| format!("the screenshot is not base64: {e}"))?;
     let file = out.join(format!("{}{suffix}.png", view.file));
     std::fs::write(&file, &png).map_err(|e| format!("{}: {e}", file.display()))?;
     Ok(format!("{} ({} KB)", file.display(), png.len() / 1024))
