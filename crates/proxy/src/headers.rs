@@ -141,19 +141,40 @@ impl Headers {
             let plural = if dropped == 1 { "header" } else { "headers" };
             out.push(CUT_NAME, &format!("{dropped} more {plural} not kept"));
         }
+        // Redaction shortened it (a long token) or grew it past the first guess (many
+        // short cookies): an entry keeps what it holds, not the slack, for as long as
+        // the ring keeps it.
+        if out.text.capacity() - out.text.len() > 256 {
+            out.text.shrink_to_fit();
+        }
         out
     }
 }
 
 /// Whether a header's value is a credential by its name alone (`name` is lower case).
+/// By hand, not `str::contains` per word: that sets up a searcher per call, and nine
+/// calls per header made this the capture's largest cost.
 fn secret_name(name: &str) -> bool {
-    matches!(name, "authorization" | "proxy-authorization")
-        || [
-            "token", "secret", "api-key", "apikey", "api_key", "session", "csrf", "xsrf",
-            "password",
-        ]
-        .iter()
-        .any(|word| name.contains(word))
+    if matches!(name, "authorization" | "proxy-authorization") {
+        return true;
+    }
+    let b = name.as_bytes();
+    (0..b.len()).any(|i| {
+        let rest = &b[i..];
+        match b[i] {
+            b't' => rest.starts_with(b"token"),
+            b's' => rest.starts_with(b"secret") || rest.starts_with(b"session"),
+            b'a' => {
+                rest.starts_with(b"api-key")
+                    || rest.starts_with(b"apikey")
+                    || rest.starts_with(b"api_key")
+            }
+            b'c' => rest.starts_with(b"csrf"),
+            b'x' => rest.starts_with(b"xsrf"),
+            b'p' => rest.starts_with(b"password"),
+            _ => false,
+        }
+    })
 }
 
 /// `[redacted, N bytes]`.
@@ -354,10 +375,82 @@ mod tests {
         assert_eq!(h.get("x-note"), Some("sent Bearer ***"));
         assert_eq!(h.get("x-plain"), Some("hello"));
 
+        // A long token leaves no slack behind in the entry.
+        let h = Headers::capture(&map(&[("authorization", &[b'a'; 4096])]));
+        assert_eq!(h.get("authorization"), Some("[redacted, 4096 bytes]"));
+        assert!(h.heap_bytes() < 512, "{}", h.heap_bytes());
+
         assert_eq!(
             set_cookie_shape("sid=s3cr3t; Path=/; HttpOnly; SameSite=Lax; X-Odd=v; flag"),
             "sid=[redacted]; Path=/; HttpOnly; SameSite=Lax; X-Odd=[redacted]; [redacted]"
         );
+    }
+
+    /// A Chrome navigation to a dev server, and a Vite answer: the typical entry.
+    fn typical() -> (HeaderMap, HeaderMap) {
+        let request = map(&[
+            ("host", b"localhost:5173"),
+            ("connection", b"keep-alive"),
+            ("sec-ch-ua", b"\"Chromium\";v=\"131\", \"Not_A Brand\";v=\"24\""),
+            ("sec-ch-ua-mobile", b"?0"),
+            ("sec-ch-ua-platform", b"\"Linux\""),
+            ("upgrade-insecure-requests", b"1"),
+            ("user-agent", b"Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36"),
+            ("accept", b"text/html,application/xhtml+xml,application/xml;q=0.9,image/avif,image/webp,image/apng,*/*;q=0.8,application/signed-exchange;v=b3;q=0.7"),
+            ("sec-fetch-site", b"same-origin"),
+            ("sec-fetch-mode", b"navigate"),
+            ("sec-fetch-user", b"?1"),
+            ("sec-fetch-dest", b"document"),
+            ("referer", b"http://localhost:5173/users?page=2"),
+            ("accept-encoding", b"gzip, deflate, br, zstd"),
+            ("accept-language", b"en-US,en;q=0.9"),
+            ("cookie", b"sessionid=7a1c0e6f2b9d4c3e8f5a6b7c8d9e0f1a; csrftoken=Q2x1c3RlcnMgb2YgY2hhcmFjdGVycw; theme=dark"),
+        ]);
+        let response = map(&[
+            ("vary", b"Origin"),
+            ("content-type", b"text/html"),
+            ("cache-control", b"no-cache"),
+            ("etag", b"W/\"2f1-abcdefghijklmnopqrstuvwxyz\""),
+            ("date", b"Tue, 25 Nov 2026 12:00:00 GMT"),
+            ("connection", b"keep-alive"),
+            ("keep-alive", b"timeout=5"),
+            ("content-length", b"753"),
+        ]);
+        (request, response)
+    }
+
+    /// `cargo test --release -p corral-proxy typical_headers -- --ignored --nocapture`:
+    /// what capturing a typical exchange's headers costs, in time and memory
+    /// (BENCHMARKS.md, "Dev proxy").
+    #[test]
+    #[ignore = "a measurement: run it in release"]
+    fn typical_headers_cost() {
+        let (request, response) = typical();
+        let (req, resp) = (Headers::capture(&request), Headers::capture(&response));
+        let raw =
+            |m: &HeaderMap| -> usize { m.iter().map(|(n, v)| n.as_str().len() + v.len()).sum() };
+        println!(
+            "request: {} headers, {} bytes sent, {} kept, {} heap bytes",
+            req.len(),
+            raw(&request),
+            req.text_len(),
+            req.heap_bytes()
+        );
+        println!(
+            "response: {} headers, {} bytes sent, {} kept, {} heap bytes",
+            resp.len(),
+            raw(&response),
+            resp.text_len(),
+            resp.heap_bytes()
+        );
+        let rounds = 200_000;
+        let started = std::time::Instant::now();
+        for _ in 0..rounds {
+            std::hint::black_box(Headers::capture(std::hint::black_box(&request)));
+            std::hint::black_box(Headers::capture(std::hint::black_box(&response)));
+        }
+        let each = started.elapsed().as_secs_f64() * 1e9 / f64::from(rounds);
+        println!("both captured: {each:.0} ns per exchange");
     }
 
     #[test]
