@@ -26,6 +26,7 @@
 //! `502` page that says so in plain words, and a `proxy.error` event. A client that goes
 //! away is not an error: its exchange is logged as aborted.
 
+use crate::headers::Headers;
 use crate::traffic::{Excerpt, TrafficEntry};
 use crate::{BoxError, ProxyBody, Shared, Target, full};
 use bytes::Bytes;
@@ -601,6 +602,7 @@ impl Exchange {
                 .map(|o| o.chars().take(200).collect()),
             request_id,
             client_request_id,
+            request_headers: Headers::capture(req.headers()),
             ..TrafficEntry::default()
         };
         Exchange {
@@ -622,6 +624,7 @@ impl Exchange {
         self.entry.status = Some(status.as_u16());
         self.entry.headers_ms = Some(ms(self.started.elapsed()));
         self.entry.content_type = text(header::CONTENT_TYPE).map(str::to_owned);
+        self.entry.response_headers = Headers::capture(headers);
         if status.as_u16() >= 400 {
             self.excerpt = Some(Excerpt::new(text(header::CONTENT_ENCODING)));
         }

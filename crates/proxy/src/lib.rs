@@ -28,6 +28,7 @@
 pub mod browser;
 pub mod codec;
 mod forward;
+pub mod headers;
 pub mod inject;
 mod sourcemap;
 mod stack;

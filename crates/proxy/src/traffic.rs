@@ -9,6 +9,7 @@
 //! upgraded connection after its `101`) is recorded when it does.
 
 use crate::codec::{Coding, Decoder};
+pub use crate::headers::Headers;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -87,6 +88,18 @@ pub struct TrafficEntry {
     /// load (a document passed untouched, without the script, is not one).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub document: bool,
+    /// The request's headers as the browser sent them, before the proxy's rewrites
+    /// (`Host`, `X-Forwarded-*`, `X-Request-Id`, hop-by-hop headers): `[name, value]`
+    /// pairs, bounded, credentials redacted ([`crate::headers`]). For the dashboard and
+    /// `corral proxy NAME --log --json`; not in `get_errors`
+    /// ([`TrafficEntry::without_headers`]). Empty in entries written before it existed.
+    #[serde(skip_serializing_if = "Headers::is_empty")]
+    pub request_headers: Headers,
+    /// The response's headers as the target answered, before the proxy's own
+    /// (`X-Corral-Request`) and its rewrites (`Location`, `Set-Cookie`, hop-by-hop);
+    /// as `request_headers`. Empty when the target never answered (`error`).
+    #[serde(skip_serializing_if = "Headers::is_empty")]
+    pub response_headers: Headers,
 }
 
 impl TrafficEntry {
@@ -101,12 +114,34 @@ impl TrafficEntry {
         self.status.is_some_and(|s| s >= 400) || self.error.is_some()
     }
 
+    /// The entry for a reader that is not to get its headers (`get_errors`' `raw`):
+    /// serializes as the entry without `request_headers` and `response_headers`.
+    pub fn without_headers(&self) -> impl Serialize + '_ {
+        WithoutHeaders(self)
+    }
+
     /// The `X-Request-Id` the target got: the request's own when it had one, else the
     /// proxy's `request_id`.
     pub fn upstream_request_id(&self) -> &str {
         self.client_request_id
             .as_deref()
             .unwrap_or(&self.request_id)
+    }
+}
+
+/// See [`TrafficEntry::without_headers`].
+struct WithoutHeaders<'a>(&'a TrafficEntry);
+
+impl Serialize for WithoutHeaders<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Only when asked for (a `raw` report): a clone is cheaper to keep right than a
+        // second list of the fields.
+        TrafficEntry {
+            request_headers: Headers::default(),
+            response_headers: Headers::default(),
+            ..self.0.clone()
+        }
+        .serialize(s)
     }
 }
 

@@ -547,7 +547,8 @@ fn traffic_observation(
     Observation {
         text_from: TextFrom::Http,
         http: Some(Http::new(t.method.clone(), path, t.status).cross_site(t.is_cross_site())),
-        raw: as_raw(raw, t),
+        // The headers are the dashboard's detail, not the report's.
+        raw: as_raw(raw, &t.without_headers()),
         exchange: Some(Exchange {
             id: (!t.request_id.is_empty()).then(|| t.request_id.clone()),
             start: at,

@@ -244,6 +244,9 @@ fn log(ctx: &Ctx<'_>, args: &Value) -> Outcome {
     });
     let row = proxy.row();
     let text = render_log(&row, &browser, &traffic, errors_only);
+    // The headers are for the dashboard and the CLI's `--log --json`: up to 16 KiB an
+    // entry is too much for an agent's context.
+    let traffic: Vec<_> = traffic.iter().map(TrafficEntry::without_headers).collect();
     Ok((
         text,
         json!({"proxy": row, "browser": browser, "traffic": traffic}),
