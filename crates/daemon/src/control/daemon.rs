@@ -36,18 +36,23 @@ pub(crate) fn status_of(state: &State) -> DaemonStatus {
 /// `errors`: the `get_errors` report over the daemon's servers, processes and proxies.
 pub(crate) async fn errors(state: &State, args: &serde_json::Value) -> Reply {
     match errors_report(state, args, Some("corral errors")).await {
-        Ok(answer) => Reply::ok(answer),
+        Ok((report, raw)) => Reply::ok(serde_json::json!({
+            "text": report.text(),
+            "colored": report.colored(),
+            "report": report.json(raw),
+        })),
         Err(e) => Reply::err_code(crate::protocol::INVALID, e),
     }
 }
 
-/// The `get_errors` report for `args` as text, colored text and JSON (`report`).
-/// `caller` is who asks, for "resolved since your last call" (none: not counted).
+/// The `get_errors` report for `args`, and whether it was asked `raw`; each caller
+/// renders what it shows. `caller` is who asks, for "resolved since your last call"
+/// (none: not counted).
 pub(crate) async fn errors_report(
     state: &State,
     args: &serde_json::Value,
     caller: Option<&str>,
-) -> Result<serde_json::Value, String> {
+) -> Result<(corral_errors::Report, bool), String> {
     let servers = state.servers();
     let (root, noise) = {
         let config = state.config.read().unwrap();
@@ -62,10 +67,5 @@ pub(crate) async fn errors_report(
         last_call: caller.and_then(|c| state.hub.errors_last_call(c)),
         history: state.hub.history(),
     };
-    let (report, raw) = corral_gateway::tools::errors::answer(&src, args).await?;
-    Ok(serde_json::json!({
-        "text": report.text(),
-        "colored": report.colored(),
-        "report": report.json(raw),
-    }))
+    corral_gateway::tools::errors::answer(&src, args).await
 }

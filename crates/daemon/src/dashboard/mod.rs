@@ -223,7 +223,7 @@ async fn route(state: Arc<State>, req: Request) -> Response {
             match crate::control::daemon::errors_report(&state, &json!({ "status": status }), None)
                 .await
             {
-                Ok(report) => json_response(200, &report["report"]),
+                Ok((report, raw)) => json_response(200, &report.json(raw)),
                 Err(e) => json_response(400, &json!({ "error": e })),
             }
         }

@@ -166,8 +166,8 @@ fn overview(state: &State) -> Value {
 /// tells whether it changed).
 async fn errors(state: &State) -> (String, String) {
     match crate::control::daemon::errors_report(state, &json!({"status": "all"}), None).await {
-        Ok(mut answer) => {
-            let mut report = answer["report"].take();
+        Ok((report, raw)) => {
+            let mut report = report.json(raw);
             let now = report.as_object_mut().and_then(|r| r.remove("now"));
             let compared = report.to_string();
             if let (Some(now), Some(r)) = (now, report.as_object_mut()) {
