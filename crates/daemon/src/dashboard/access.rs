@@ -153,6 +153,9 @@ pub(crate) fn cleared_cookie() -> String {
 /// What a request is, for the checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Purpose {
+    /// The login page: it shows nothing and does nothing by itself, and is reached from
+    /// the launch file (a `file:` page, so `cross-site`): from anywhere.
+    Login,
     /// A page the user may open from the address bar or a link in a terminal.
     Page,
     /// Anything the page itself loads or asks for: only from its own origin.
@@ -175,7 +178,7 @@ pub(crate) fn check(purpose: Purpose, seen: Seen<'_>) -> Result<(), String> {
     // Browsers since 2020-2023 send Sec-Fetch-Site on every request; an older browser
     // or a program without it still meets the Origin and token checks below.
     match (purpose, seen.fetch_site) {
-        (_, None | Some("same-origin")) => {}
+        (Purpose::Login, _) | (_, None | Some("same-origin")) => {}
         (Purpose::Page, Some("none")) => {}
         (_, Some(other)) => {
             return Err(format!(
@@ -255,6 +258,7 @@ mod tests {
         assert!(check(Purpose::Page, page(None)).is_ok());
         assert!(check(Purpose::Page, page(Some("same-site"))).is_err());
         assert!(check(Purpose::Page, page(Some("cross-site"))).is_err());
+        assert!(check(Purpose::Login, page(Some("cross-site"))).is_ok());
         assert!(check(Purpose::Subresource, page(Some("none"))).is_err());
         assert!(check(Purpose::Subresource, page(Some("same-site"))).is_err());
         assert!(check(Purpose::Subresource, page(Some("same-origin"))).is_ok());

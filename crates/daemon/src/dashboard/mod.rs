@@ -129,9 +129,8 @@ async fn route(state: Arc<State>, req: Request) -> Response {
     let path = req.uri().path().to_owned();
     let method = req.method().clone();
     let purpose = match (&method, path.as_str()) {
-        (&Method::GET | &Method::HEAD, "/dashboard" | "/dashboard/" | "/dashboard/login") => {
-            Purpose::Page
-        }
+        (&Method::GET | &Method::HEAD, "/dashboard/login") => Purpose::Login,
+        (&Method::GET | &Method::HEAD, "/dashboard" | "/dashboard/") => Purpose::Page,
         (&Method::GET | &Method::HEAD, _) => Purpose::Subresource,
         (&Method::POST, _) => Purpose::Change,
         _ => return text(405, "the dashboard answers GET and POST\n"),
@@ -145,12 +144,7 @@ async fn route(state: Arc<State>, req: Request) -> Response {
             .and_then(|v| v.to_str().ok()),
         content_type: header(&req, header::CONTENT_TYPE),
     };
-    // The login page shows nothing and does nothing by itself; it is reached from the
-    // launch file (a `file:` page, so `cross-site`).
-    let login_page = path == "/dashboard/login" && purpose == Purpose::Page;
-    if let Err(why) =
-        access::check(purpose, seen).or_else(|e| if login_page { Ok(()) } else { Err(e) })
-    {
+    if let Err(why) = access::check(purpose, seen) {
         return refused(403, &path, &why);
     }
     // The only URLs that work without a session: the login page and what it loads.
