@@ -62,9 +62,12 @@ target = "http://{app}"
     p
 }
 
-/// Opens the login link in `page` and waits for the app, its live feed open.
-async fn sign_in(page: &Page, link: &str) {
-    page.navigate(link, STEP).await.unwrap();
+/// Opens a tab on the project's login link (`corral dashboard --no-browser`) and waits
+/// for the app, its live feed open; the tab and the (now used) link.
+async fn sign_in(browser: &Chromium, p: &Project) -> (Page, String) {
+    let page = browser.page().await;
+    let link = dashboard_link(p);
+    page.navigate(&link, STEP).await.unwrap();
     page.wait_until("location.pathname", &json!("/dashboard/"), STEP)
         .await
         .unwrap();
@@ -74,6 +77,7 @@ async fn sign_in(page: &Page, link: &str) {
     // The secret is gone from the address bar and the history entry.
     let href = page.evaluate("location.href").await.unwrap();
     assert!(!href.as_str().unwrap().contains('#'), "{href}");
+    (page, link)
 }
 
 /// Shows `view` in `page`, brought to the front (a background tab gets no animation
@@ -112,9 +116,7 @@ async fn each_view_shows_the_project_and_follows_it_live() {
     let p = project(&app);
     let _down = Down(&p);
     let browser = Chromium::launch().await;
-    let page = browser.page().await;
-    let link = dashboard_link(&p);
-    sign_in(&page, &link).await;
+    let (page, link) = sign_in(&browser, &p).await;
 
     // The link works once: another tab (same browser) is refused with it.
     let again = browser.page().await;
@@ -346,9 +348,7 @@ async fn a_page_of_another_origin_can_neither_act_nor_read() {
     let p = project(&app);
     let _down = Down(&p);
     let browser = Chromium::launch().await;
-    let page = browser.page().await;
-    let link = dashboard_link(&p);
-    sign_in(&page, &link).await;
+    let (_dashboard, link) = sign_in(&browser, &p).await;
     let dash: String = link.split("/dashboard/").next().unwrap().to_owned();
     let before = pid(&p);
     let journal_before = std::fs::read_to_string(p.dir.join(".corral/events.jsonl")).unwrap();
