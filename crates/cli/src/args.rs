@@ -89,6 +89,10 @@ pub enum Command {
         /// Run the servers in this process instead (no daemon).
         #[arg(long)]
         standalone: bool,
+        /// Offer only what `[profiles.NAME]` of the config names (servers, tools); the
+        /// default is everything.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// Servers (state, pid, uptime, restarts, tools, last error) and dev processes (state,
     /// what they wait for, pid, uptime, restarts, ready, last exit, last alert).
@@ -101,6 +105,13 @@ pub enum Command {
     Tools {
         /// Only this server's tools (a name from the config).
         server: Option<String>,
+        /// Only what an agent of `[profiles.NAME]` sees.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        /// What the tool definitions cost an agent's context, in estimated tokens: per
+        /// tool, per server, and for each profile.
+        #[arg(long)]
+        tokens: bool,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,

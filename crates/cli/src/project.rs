@@ -61,6 +61,34 @@ pub fn select(config: &Config, name: Option<&str>) -> Result<Vec<ServerConfig>, 
     }
 }
 
+/// The profile called `name` of `config` (`None`: no profile asked); an unknown name is
+/// a usage error naming the configured ones and the likeliest.
+pub fn check_profile<'c>(
+    config: &'c Config,
+    name: Option<&str>,
+) -> Result<Option<&'c corral_config::Profile>, Failure> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    if let Some(p) = config.profiles.get(name) {
+        return Ok(Some(p));
+    }
+    let known: Vec<&str> = config.profiles.keys().map(String::as_str).collect();
+    let near = corral_config::closest(name, &known)
+        .map(|n| format!("did you mean '{n}'? "))
+        .unwrap_or_default();
+    Err(Failure::Usage(format!(
+        "no profile '{name}' in {}; {near}profiles: {} (a profile is a [profiles.NAME] \
+         table: the servers and tools an agent of it sees)",
+        config.path.display(),
+        if known.is_empty() {
+            "(none)".to_owned()
+        } else {
+            known.join(", ")
+        }
+    )))
+}
+
 /// Checks that `name` is a server or a dev process of `config` (names are unique across
 /// the two: the config refuses a process named like a server); an unknown name is a
 /// usage error listing both kinds.

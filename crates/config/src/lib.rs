@@ -86,7 +86,7 @@ pub use error::{ConfigError, Problem};
 pub use model::{
     Config, CrashLoop, DEFAULT_OUTPUT_RING, DEFAULT_READY_TIMEOUT, Format, GatewayConfig, HttpAuth,
     Listen, LogPattern, MAX_OUTPUT_RING, MIN_OUTPUT_RING, OAuthClient, ProcessCommand,
-    ProcessConfig, ProxyConfig, Readiness, ReadyCheck, RemoteTransport, RestartPolicy,
+    ProcessConfig, Profile, ProxyConfig, Readiness, ReadyCheck, RemoteTransport, RestartPolicy,
     ServerConfig, ToolFilter, ToolPrefix, Transport,
 };
 pub use suggest::closest;
@@ -160,6 +160,7 @@ pub fn load_str(
         servers: resolved.servers,
         processes: resolved.processes,
         proxies: resolved.proxies,
+        profiles: raw.profiles,
         alerts: raw.alerts,
         error_noise: raw.error_noise,
         notes,

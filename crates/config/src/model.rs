@@ -37,6 +37,9 @@ pub struct Config {
     pub servers: BTreeMap<String, ServerConfig>,
     pub processes: BTreeMap<String, ProcessConfig>,
     pub proxies: BTreeMap<String, ProxyConfig>,
+    /// `[profiles.NAME]`: what an agent connected with that profile sees. Agents without
+    /// one (`corral mcp`, `/mcp`) see everything.
+    pub profiles: BTreeMap<String, Profile>,
     /// `[alerts]`: user patterns, disabled rules, dedup window, ring size.
     pub alerts: crate::AlertSettings,
     /// `[errors] ignore`: what `get_errors` hides as noise besides its built-in rules: a
@@ -260,6 +263,41 @@ impl ToolFilter {
     pub fn permits(&self, tool: &str) -> bool {
         let allowed = self.allow.is_empty() || self.allow.iter().any(|p| glob_match(p, tool));
         allowed && !self.deny.iter().any(|p| glob_match(p, tool))
+    }
+}
+
+/// A named view of the gateway for agents that need less than everything
+/// (`corral mcp --profile NAME`, `/mcp/NAME`): every tool it leaves out is context the
+/// agent does not pay for on every turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Profile {
+    pub name: String,
+    /// The servers whose tools, resources and prompts it offers; `None`: every server.
+    pub servers: Option<Vec<String>>,
+    /// Which tools, by the names agents see (`files__read_file`, `get_errors`), Corral's
+    /// own included; applied after each server's own `tools` filter.
+    pub tools: ToolFilter,
+    /// `false` leaves Corral's own tools out (with `[gateway] builtin_tools = false`
+    /// no profile has them).
+    pub builtin_tools: bool,
+}
+
+impl Profile {
+    /// Whether the profile offers server `server`'s resources, prompts and tools.
+    pub fn has_server(&self, server: &str) -> bool {
+        self.servers
+            .as_ref()
+            .is_none_or(|s| s.iter().any(|n| n == server))
+    }
+
+    /// Whether the profile offers the tool exposed as `name`: of server `server`, or
+    /// Corral's own (`None`) when `builtins` (the gateway's setting) allows them.
+    pub fn offers(&self, server: Option<&str>, name: &str, builtins: bool) -> bool {
+        let present = match server {
+            Some(s) => self.has_server(s),
+            None => builtins && self.builtin_tools,
+        };
+        present && self.tools.permits(name)
     }
 }
 

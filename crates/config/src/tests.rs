@@ -1174,3 +1174,92 @@ fn errors_ignore_takes_noise_patterns_for_get_errors() {
         "{p:?}"
     );
 }
+
+#[test]
+fn profiles_load_and_decide_what_an_agent_is_offered() {
+    let config = load_toml(
+        r#"
+[servers.files]
+command = "npx"
+[servers.web]
+command = "npx"
+
+[profiles.review]
+servers = ["files"]
+tools = { allow = ["files__read_*", "get_errors"], deny = ["*secret*"] }
+
+[profiles.quiet]
+builtin_tools = false
+"#,
+    )
+    .unwrap();
+    let review = &config.profiles["review"];
+    assert_eq!(review.servers.as_deref(), Some(&["files".to_owned()][..]));
+    assert!(review.offers(Some("files"), "files__read_file", true));
+    assert!(
+        !review.offers(Some("files"), "files__write_file", true),
+        "not allowed"
+    );
+    assert!(
+        !review.offers(Some("files"), "files__read_secret", true),
+        "denied"
+    );
+    assert!(
+        !review.offers(Some("web"), "files__read_x", true),
+        "another server"
+    );
+    assert!(
+        review.offers(None, "get_errors", true),
+        "Corral's own, allowed"
+    );
+    assert!(
+        !review.offers(None, "get_errors", false),
+        "[gateway] turned them off"
+    );
+    assert!(
+        !review.offers(None, "corral__servers", true),
+        "not in allow"
+    );
+    let quiet = &config.profiles["quiet"];
+    assert!(
+        quiet.servers.is_none() && quiet.has_server("web"),
+        "every server"
+    );
+    assert!(quiet.offers(Some("web"), "web__anything", true));
+    assert!(!quiet.offers(None, "get_errors", true));
+}
+
+#[test]
+fn profile_problems_name_the_key_and_the_fix() {
+    let all = problems(
+        r#"
+[servers.files]
+command = "npx"
+
+[profiles.web]
+servers = ["filez", 3]
+builtin_tools = "yes"
+tool = { allow = ["x"] }
+
+[profiles."bad name"]
+"#,
+    );
+    let text: Vec<String> = all
+        .iter()
+        .map(|p| format!("{}: {}", p.key, p.message))
+        .collect();
+    let has = |key: &str, part: &str| {
+        assert!(
+            text.iter().any(|t| t.starts_with(key) && t.contains(part)),
+            "{key} / {part} in {text:#?}"
+        )
+    };
+    has(
+        "profiles.web.servers[0]",
+        "did you mean \"files\"? servers: files",
+    );
+    has("profiles.web.servers[1]", "string");
+    has("profiles.web.builtin_tools", "true or false");
+    has("profiles.web.tool", "tools");
+    has("profiles.\"bad name\"", "may only contain letters");
+}

@@ -16,7 +16,7 @@
 //!
 //! `corral mcp` is a bridge: it connects to the socket (starting the daemon detached if
 //! none runs, serialized by a second lock so that agents starting together make exactly
-//! one daemon — [`client`]), sends `{"op":"mcp"}`, and relays bytes; the daemon serves
+//! one daemon — [`client`]), sends `{"op":"mcp"}` (with `"profile"` for `--profile`), and relays bytes; the daemon serves
 //! the connection as one MCP session. Ten agents, one set of children.
 //!
 //! Every server the daemon starts gets [`DAEMON_SOCKET_ENV`] (the daemon's control

@@ -210,6 +210,7 @@ pub async fn run(
     let proxies = corral_proxy::Proxies::new(bus.clone());
     containment.extend(crate::control::proxies::start_configured(&proxies, &config).await);
     hub.attach_proxies(proxies.clone());
+    hub.set_profiles(config.profiles.clone());
     hub.set_error_noise(config.error_noise.clone());
     hub.set_history(paths.journal.clone(), began);
     if let (Some(on_event), Some(mut rx)) = (opts.on_event, sink_rx) {

@@ -105,12 +105,20 @@ pub enum Request {
     Dashboard,
     /// Re-read the config and apply the difference.
     Reload,
-    /// Switch this connection to an MCP session (the `corral mcp` bridge relaying).
-    Mcp,
+    /// Switch this connection to an MCP session (the `corral mcp` bridge relaying), of
+    /// `profile` when one is named (`corral mcp --profile NAME`).
+    Mcp {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+    },
     /// The bridge hands over its stdin/stdout: after the daemon's `{"ok":true}` line, the
     /// client sends the two descriptors (`SCM_RIGHTS`); the daemon serves MCP on them and
-    /// writes one more `{"ok":true}` line when the session ends.
-    McpHandoff,
+    /// writes one more `{"ok":true}` line when the session ends. A `profile` the daemon
+    /// does not know is refused instead of the first `{"ok":true}`.
+    McpHandoff {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+    },
 }
 
 /// Parses one request line (its line end and surrounding JSON whitespace allowed).

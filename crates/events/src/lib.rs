@@ -84,6 +84,14 @@ impl Event {
         self
     }
 
+    /// [`Event::with`] when there is a value.
+    pub fn with_opt(self, key: &str, value: Option<impl Into<Value>>) -> Self {
+        match value {
+            Some(v) => self.with(key, v),
+            None => self,
+        }
+    }
+
     /// Reads a string field of the payload.
     pub fn str(&self, key: &str) -> Option<&str> {
         self.data.get(key).and_then(Value::as_str)

@@ -156,6 +156,9 @@ pub struct AgentRow {
     pub protocol: Option<String>,
     /// Seconds since it connected.
     pub connected_s: u64,
+    /// The profile it connected with (`corral mcp --profile NAME`, `/mcp/NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 #[cfg(test)]

@@ -25,6 +25,8 @@ pub struct SessionShared {
     pub(crate) out: Arc<dyn Outbound>,
     /// How the agent is connected (`stdio`, `http`), for its events.
     pub(crate) transport: &'static str,
+    /// The profile it connected with: what it may see and call (`None`: everything).
+    pub(crate) profile: Option<Arc<str>>,
     pub(crate) opened: std::time::Instant,
     /// `clientInfo` of its `initialize` ("name version"), once it said hello.
     pub(crate) client: Mutex<Option<String>>,
@@ -47,11 +49,17 @@ pub(crate) const ERA_LEGACY: u8 = 1;
 pub(crate) const ERA_MODERN: u8 = 2;
 
 impl SessionShared {
-    pub(crate) fn new(id: u64, out: Arc<dyn Outbound>, transport: &'static str) -> SessionShared {
+    pub(crate) fn new(
+        id: u64,
+        out: Arc<dyn Outbound>,
+        transport: &'static str,
+        profile: Option<&str>,
+    ) -> SessionShared {
         SessionShared {
             id,
             out,
             transport,
+            profile: profile.map(Arc::from),
             opened: std::time::Instant::now(),
             client: Mutex::new(None),
             initialized: AtomicBool::new(false),

@@ -3,7 +3,7 @@
 
 use crate::naming;
 use crate::tools::Builtin;
-use corral_config::ToolPrefix;
+use corral_config::{Profile, ToolPrefix};
 use corral_supervisor::{ServerHandle, ServerState};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
@@ -66,6 +66,22 @@ impl Catalog {
         builtins: bool,
         processes: bool,
     ) -> Catalog {
+        Self::build_for(servers, prefix, builtins, processes, None)
+    }
+
+    /// [`Catalog::build_with`], restricted to what `profile` offers. Every tool keeps
+    /// the name it has in the full catalog (collisions are settled over every server),
+    /// so a tool is called by one name whatever the agent's profile.
+    pub fn build_for<'a>(
+        servers: impl Iterator<Item = &'a ServerHandle>,
+        prefix: ToolPrefix,
+        builtins: bool,
+        processes: bool,
+        profile: Option<&Profile>,
+    ) -> Catalog {
+        let offers = |server: Option<&str>, name: &str| {
+            profile.is_none_or(|p| p.offers(server, name, builtins))
+        };
         let servers: Vec<&ServerHandle> = servers.collect();
         let fingerprint = fingerprint(servers.iter().copied());
         let mut routes = crate::FastMap::default();
@@ -90,13 +106,16 @@ impl Catalog {
                     ));
                     name = naming::exposed(ToolPrefix::Always, server, &tool.name);
                 }
+                owners.insert(name.clone(), server.to_owned());
+                if !offers(Some(server), &name) {
+                    continue;
+                }
                 let mut value: Value = match serde_json::from_str(tool.raw.get()) {
                     Ok(v) => v,
                     Err(_) => continue,
                 };
                 value["name"] = Value::String(name.clone());
                 tools.push(value);
-                owners.insert(name.clone(), server.to_owned());
                 routes.insert(
                     name,
                     Route::Server {
@@ -116,8 +135,11 @@ impl Catalog {
                     _ => prefix,
                 };
                 let mut name = naming::exposed(wanted, "corral", b.name());
-                if routes.contains_key(&name) {
+                if owners.contains_key(&name) {
                     name = naming::exposed(ToolPrefix::Always, "corral", b.name());
+                }
+                if !offers(None, &name) {
+                    continue;
                 }
                 let mut def = b.definition();
                 def["name"] = Value::String(name.clone());
@@ -141,6 +163,15 @@ impl Catalog {
             fingerprint,
             builtins: builtin_names,
             prefix,
+        }
+    }
+
+    /// A catalog that offers nothing (a profile removed by a reload).
+    pub fn nothing(prefix: ToolPrefix) -> Catalog {
+        Catalog {
+            list_json: r#"{"tools":[]}"#.to_owned(),
+            prefix,
+            ..Catalog::default()
         }
     }
 

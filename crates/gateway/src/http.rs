@@ -449,14 +449,15 @@ impl HttpGateway {
         if let Err(denied) = self.check_security(&req) {
             return closing(denied);
         }
-        let path = req.uri().path();
-        if path != "/mcp" && path != "/mcp/" {
-            return full(404, "text/plain", "not found: the MCP endpoint is /mcp\n");
-        }
+        let profile = match self.profile_of(req.uri().path()) {
+            Ok(p) => p,
+            Err(why) => return full(404, "text/plain", why),
+        };
+        let profile = profile.as_deref();
         match *req.method() {
-            Method::POST => self.post(req).await,
-            Method::GET => self.get(req),
-            Method::DELETE => self.delete(req),
+            Method::POST => self.post(req, profile).await,
+            Method::GET => self.get(req, profile),
+            Method::DELETE => self.delete(req, profile),
             _ => with_header(
                 full(405, "text/plain", "use POST, GET or DELETE\n"),
                 "allow",
@@ -541,9 +542,41 @@ impl HttpGateway {
             || (!bound.is_unspecified() && name == bound.to_string())
     }
 
+    /// The profile a path names: `/mcp` is everything (`None`), `/mcp/NAME` the
+    /// profile NAME of `[profiles]`; `Err` is the 404's text.
+    fn profile_of(&self, path: &str) -> Result<Option<String>, String> {
+        let rest = match path.strip_prefix("/mcp") {
+            Some("" | "/") => return Ok(None),
+            Some(rest) => rest.strip_prefix('/'),
+            None => None,
+        };
+        let name = rest.map(|r| r.strip_suffix('/').unwrap_or(r));
+        match name {
+            Some(name) if self.hub.profile(name).is_some() => Ok(Some(name.to_owned())),
+            Some(name) => {
+                let names = self.hub.profile_names();
+                let list = if names.is_empty() {
+                    "none is configured ([profiles.NAME] in corral.toml)".to_owned()
+                } else {
+                    format!("profiles: {}", names.join(", "))
+                };
+                // The name came from the client: shown escaped, never as markup.
+                Err(format!(
+                    "not found: no profile {name:?}; the MCP endpoint is /mcp (everything) \
+                     or /mcp/PROFILE; {list}\n"
+                ))
+            }
+            None => Err("not found: the MCP endpoint is /mcp\n".to_owned()),
+        }
+    }
+
     // The error is the response to send: built once, returned once, not worth a box.
     #[allow(clippy::result_large_err)]
-    fn session_for<B>(&self, req: &hyper::Request<B>) -> Result<Arc<HttpSession>, Response> {
+    fn session_for<B>(
+        &self,
+        req: &hyper::Request<B>,
+        profile: Option<&str>,
+    ) -> Result<Arc<HttpSession>, Response> {
         let Some(id) = header(req, "mcp-session-id") else {
             return Err(rpc_error(
                 400,
@@ -552,6 +585,8 @@ impl HttpGateway {
             ));
         };
         let found = self.sessions.lock().unwrap().get(id).cloned();
+        // A session is used at the path it began on: its profile is what it sees.
+        let found = found.filter(|hs| hs.session.shared().profile.as_deref() == profile);
         if let Some(hs) = &found {
             *hs.last_used.lock().unwrap() = Instant::now();
         }
@@ -564,7 +599,7 @@ impl HttpGateway {
         })
     }
 
-    async fn post(&self, req: Request) -> Response {
+    async fn post(&self, req: Request, profile: Option<&str>) -> Response {
         let accepts_sse = header(&req, "accept")
             .is_some_and(|a| a.contains("text/event-stream") || a.contains("*/*"));
         // The body decides the era (a 2026-07-28 claim in `_meta`), so the version header
@@ -630,7 +665,7 @@ impl HttpGateway {
         if let Some(meta) = stateless {
             let request = request.expect("a claim is read from a request");
             return self
-                .post_modern(&req, version, accepts_sse, request, meta)
+                .post_modern(&req, version, accepts_sse, request, meta, profile)
                 .await;
         }
         if let Some(v) = version
@@ -659,10 +694,10 @@ impl HttpGateway {
                     "initialize must not carry Mcp-Session-Id",
                 );
             }
-            let (id, hs) = self.new_session();
+            let (id, hs) = self.new_session(profile);
             (hs, Some(id))
         } else {
-            match self.session_for(&req) {
+            match self.session_for(&req, profile) {
                 Ok(s) => (s, None),
                 Err(r) => return r,
             }
@@ -686,6 +721,7 @@ impl HttpGateway {
         accepts_sse: bool,
         request: jsonrpc::Request,
         meta: ModernMeta,
+        profile: Option<&str>,
     ) -> Response {
         let id = &*request.id;
         let method = &*request.method;
@@ -725,8 +761,14 @@ impl HttpGateway {
                 jsonrpc::error(Some(id), modern::HEADER_MISMATCH, &msg),
             );
         }
-        self.answer(self.open_session(), request, Some(meta), accepts_sse, None)
-            .await
+        self.answer(
+            self.open_session(profile),
+            request,
+            Some(meta),
+            accepts_sse,
+            None,
+        )
+        .await
     }
 
     /// Runs `request` in `hs` and makes the response: JSON, or SSE once something related
@@ -836,12 +878,12 @@ impl HttpGateway {
 
     /// A session of the hub with its HTTP outbound, not registered under an id (what a
     /// stateless request is served in).
-    fn open_session(&self) -> Arc<HttpSession> {
+    fn open_session(&self, profile: Option<&str>) -> Arc<HttpSession> {
         let out = Arc::new(HttpOutbound {
             streams: Mutex::new(Streams::default()),
             hub: Arc::downgrade(&self.hub),
         });
-        let session = Session::open(&self.hub, out.clone(), "http");
+        let session = Session::open(&self.hub, out.clone(), "http", profile);
         out.streams.lock().unwrap().session = session.id();
         Arc::new(HttpSession {
             session,
@@ -851,14 +893,14 @@ impl HttpGateway {
     }
 
     /// A new session and its id.
-    fn new_session(&self) -> (String, Arc<HttpSession>) {
-        let hs = self.open_session();
+    fn new_session(&self, profile: Option<&str>) -> (String, Arc<HttpSession>) {
+        let hs = self.open_session(profile);
         let id = session_id(self.counter.fetch_add(1, Ordering::Relaxed));
         self.sessions.lock().unwrap().insert(id.clone(), hs.clone());
         (id, hs)
     }
 
-    fn get(&self, req: Request) -> Response {
+    fn get(&self, req: Request, profile: Option<&str>) -> Response {
         let accepts_sse = header(&req, "accept").is_some_and(|a| a.contains("text/event-stream"));
         if !accepts_sse {
             return rpc_error(
@@ -867,7 +909,7 @@ impl HttpGateway {
                 "GET /mcp opens an event stream: send Accept: text/event-stream",
             );
         }
-        let hs = match self.session_for(&req) {
+        let hs = match self.session_for(&req, profile) {
             Ok(s) => s,
             Err(r) => return r,
         };
@@ -887,7 +929,7 @@ impl HttpGateway {
         sse_stream(rx)
     }
 
-    fn delete(&self, req: Request) -> Response {
+    fn delete(&self, req: Request, profile: Option<&str>) -> Response {
         let Some(id) = header(&req, "mcp-session-id") else {
             return rpc_error(
                 400,
@@ -895,8 +937,14 @@ impl HttpGateway {
                 "missing Mcp-Session-Id header",
             );
         };
-        match self.sessions.lock().unwrap().remove(id) {
+        let mut sessions = self.sessions.lock().unwrap();
+        let mine = sessions
+            .get(id)
+            .is_some_and(|hs| hs.session.shared().profile.as_deref() == profile);
+        let removed = if mine { sessions.remove(id) } else { None };
+        match removed {
             Some(hs) => {
+                drop(sessions);
                 self.hub.close_session(hs.session.id(), "deleted");
                 full(200, "application/json", Bytes::new())
             }

@@ -7,7 +7,7 @@ use crate::catalog::Catalog;
 use crate::drive::AgentAnswer;
 use crate::jsonrpc;
 use crate::tools::{self, Builtin};
-use corral_config::ToolPrefix;
+use corral_config::{Profile, ToolPrefix};
 use corral_events::{Event, EventBus, Kind, Source};
 use corral_supervisor::rpc::Responder;
 use corral_supervisor::{
@@ -58,6 +58,10 @@ pub struct Hub {
     notification_pumps: bool,
     bus: EventBus,
     catalog: RwLock<Arc<Catalog>>,
+    /// `[profiles]` ([`Hub::set_profiles`]) and the catalog of each, rebuilt with the
+    /// full one.
+    profiles: RwLock<Arc<BTreeMap<String, Profile>>>,
+    profile_catalogs: RwLock<HashMap<String, Arc<Catalog>>>,
     sessions: Mutex<crate::FastMap<u64, Arc<SessionShared>>>,
     next_id: AtomicU64,
     progress: Mutex<HashMap<u64, ProgressRoute>>,
@@ -131,6 +135,8 @@ impl Hub {
                 notification_pumps: !installed,
                 bus,
                 catalog: RwLock::new(Arc::new(catalog)),
+                profiles: RwLock::default(),
+                profile_catalogs: RwLock::default(),
                 sessions: Mutex::new(crate::FastMap::default()),
                 next_id: AtomicU64::new(1),
                 progress: Mutex::new(HashMap::new()),
@@ -223,14 +229,6 @@ impl Hub {
     /// The journal and when the live state begins, when set.
     pub fn history(&self) -> Option<(&std::path::Path, Option<std::time::SystemTime>)> {
         self.history.get().map(|(p, t)| (p.as_path(), Some(*t)))
-    }
-
-    /// Whether `get_errors` is offered (and with it [`crate::push::ERRORS_URI`]).
-    pub(crate) fn offers_errors(&self) -> bool {
-        self.catalog()
-            .builtins
-            .iter()
-            .any(|(b, _)| *b == Builtin::GetErrors)
     }
 
     /// The sessions open now.
@@ -335,6 +333,7 @@ impl Hub {
                 client: s.client.lock().unwrap().clone(),
                 protocol: s.protocol.lock().unwrap().clone(),
                 connected_s: s.opened.elapsed().as_secs(),
+                profile: s.profile.as_deref().map(str::to_owned),
             })
             .collect();
         rows.sort_by_key(|r| r.id);
@@ -357,6 +356,39 @@ impl Hub {
     /// The current catalog.
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.read().unwrap().clone()
+    }
+
+    /// The catalog an agent of `profile` sees (`None`: everything). A profile no longer
+    /// in the config (removed by a reload) offers nothing.
+    pub fn catalog_for(&self, profile: Option<&str>) -> Arc<Catalog> {
+        let Some(name) = profile else {
+            return self.catalog();
+        };
+        let found = self.profile_catalogs.read().unwrap().get(name).cloned();
+        found.unwrap_or_else(|| Arc::new(Catalog::nothing(self.opts.tool_prefix)))
+    }
+
+    /// Replaces the profiles (at start, and on a config reload); each one's catalog is
+    /// built, and agents are told if their list changed.
+    pub fn set_profiles(&self, profiles: BTreeMap<String, Profile>) {
+        *self.profiles.write().unwrap() = Arc::new(profiles);
+        self.rebuild();
+    }
+
+    /// The profile called `name`, if configured.
+    pub fn profile(&self, name: &str) -> Option<Profile> {
+        self.profiles.read().unwrap().get(name).cloned()
+    }
+
+    /// The configured profiles' names, for messages.
+    pub fn profile_names(&self) -> Vec<String> {
+        self.profiles.read().unwrap().keys().cloned().collect()
+    }
+
+    /// Whether an agent of `profile` may reach server `server` (its resources, prompts
+    /// and tools).
+    pub(crate) fn in_profile(&self, profile: Option<&str>, server: &str) -> bool {
+        profile.is_none_or(|p| self.profile(p).is_some_and(|p| p.has_server(server)))
     }
 
     /// The catalog, rebuilt first if a server changed state or tools since it was built.
@@ -407,13 +439,33 @@ impl Hub {
 
     /// Rebuilds the catalog; tells every session when the tool list changed.
     pub(crate) fn rebuild(&self) {
-        let next = Catalog::build_with(
-            self.servers().values(),
-            self.opts.tool_prefix,
-            self.opts.builtin_tools,
-            self.processes.get().is_some(),
-        );
-        let changed = {
+        let servers = self.servers();
+        let processes = self.processes.get().is_some();
+        let build = |profile| {
+            Catalog::build_for(
+                servers.values(),
+                self.opts.tool_prefix,
+                self.opts.builtin_tools,
+                processes,
+                profile,
+            )
+        };
+        let next = build(None);
+        let profiles = self.profiles.read().unwrap().clone();
+        let mut profiled_changed = false;
+        if !profiles.is_empty() || !self.profile_catalogs.read().unwrap().is_empty() {
+            let built: HashMap<String, Arc<Catalog>> = profiles
+                .values()
+                .map(|p| (p.name.clone(), Arc::new(build(Some(p)))))
+                .collect();
+            let mut cur = self.profile_catalogs.write().unwrap();
+            profiled_changed = built.len() != cur.len()
+                || built
+                    .iter()
+                    .any(|(n, c)| cur.get(n).is_none_or(|o| o.list_json != c.list_json));
+            *cur = built;
+        }
+        let main_changed = {
             let mut cur = self.catalog.write().unwrap();
             let changed = cur.list_json != next.list_json;
             if next.collisions != cur.collisions {
@@ -429,7 +481,7 @@ impl Hub {
             *cur = Arc::new(next);
             changed
         };
-        if changed {
+        if main_changed || profiled_changed {
             self.list_changed("notifications/tools/list_changed");
         }
     }

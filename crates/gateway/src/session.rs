@@ -40,21 +40,42 @@ pub type Reply = Box<dyn FnOnce(Option<Vec<u8>>) + Send>;
 
 impl Session {
     /// A new agent session of `hub`, writing through `out`; `transport` (`stdio`,
-    /// `http`) names how the agent is connected, in its `agent.*` events.
-    pub fn open(hub: &Arc<Hub>, out: Arc<dyn Outbound>, transport: &'static str) -> Arc<Session> {
-        let session = Self::new(hub.clone(), out, transport);
+    /// `http`) names how the agent is connected, in its `agent.*` events; `profile`
+    /// limits what it sees and calls (`None`: everything).
+    pub fn open(
+        hub: &Arc<Hub>,
+        out: Arc<dyn Outbound>,
+        transport: &'static str,
+        profile: Option<&str>,
+    ) -> Arc<Session> {
+        let id = hub.next_id();
+        let session = Arc::new_cyclic(|me| Session {
+            me: me.clone(),
+            hub: hub.clone(),
+            shared: Arc::new(SessionShared::new(id, out, transport, profile)),
+            inflight: Mutex::new(crate::FastMap::default()),
+        });
         hub.register_session(session.shared.clone());
         session
     }
 
-    fn new(hub: Arc<Hub>, out: Arc<dyn Outbound>, transport: &'static str) -> Arc<Session> {
-        let id = hub.next_id();
-        Arc::new_cyclic(|me| Session {
-            me: me.clone(),
-            hub,
-            shared: Arc::new(SessionShared::new(id, out, transport)),
-            inflight: Mutex::new(crate::FastMap::default()),
-        })
+    /// What this agent sees: its profile's catalog.
+    fn catalog(&self) -> Arc<crate::catalog::Catalog> {
+        self.hub.catalog_for(self.shared.profile.as_deref())
+    }
+
+    /// Whether this agent may reach server `server`.
+    fn reaches(&self, server: &str) -> bool {
+        self.hub.in_profile(self.shared.profile.as_deref(), server)
+    }
+
+    /// Whether `get_errors` is offered to this agent (and with it
+    /// [`crate::push::ERRORS_URI`]).
+    fn offers_errors(&self) -> bool {
+        self.catalog()
+            .builtins
+            .iter()
+            .any(|(b, _)| *b == crate::tools::Builtin::GetErrors)
     }
 
     pub fn id(&self) -> u64 {
@@ -328,12 +349,12 @@ impl Session {
             "ping" => jsonrpc::result(id, "{}"),
             "tools/list" => {
                 self.hub.await_starting().await;
-                jsonrpc::result(id, &self.hub.catalog().list_json)
+                jsonrpc::result(id, &self.catalog().list_json)
             }
             "resources/list" => {
                 self.hub.await_starting().await;
                 let mut merged = self.routed_items(method, "resources", "resources").await;
-                if self.hub.offers_errors() {
+                if self.offers_errors() {
                     merged.insert(0, crate::push::errors_resource());
                 }
                 jsonrpc::result(id, &json!({ "resources": merged }).to_string())
@@ -396,6 +417,7 @@ impl Session {
             .hub
             .servers()
             .values()
+            .filter(|h| self.reaches(h.name()))
             .filter_map(|h| {
                 let init = h.initialize_result()?;
                 let text = init.get("instructions")?.as_str()?;
@@ -404,7 +426,7 @@ impl Session {
             .collect();
         let mut text = format!(
             "Corral aggregates several MCP servers. {}",
-            self.hub.catalog().where_to_look()
+            self.catalog().where_to_look()
         );
         for i in &instructions {
             text.push('\n');
@@ -427,6 +449,7 @@ impl Session {
                 Event::new(Kind::AgentConnected, Source::Corral)
                     .with("session", self.shared.id)
                     .with("transport", self.shared.transport)
+                    .with_opt("profile", self.shared.profile.as_deref())
                     .with("client", client)
                     .with("protocol", version),
             );
@@ -460,12 +483,12 @@ impl Session {
             );
         };
         let name = p.name.as_ref();
-        let mut catalog = self.hub.catalog();
+        let mut catalog = self.catalog();
         if !catalog.routes.contains_key(name) {
             // Its server may still be starting, or just became ready and the catalog
             // is not rebuilt yet: wait (bounded; this refreshes the catalog), look again.
             self.hub.await_starting_for_tool(name).await;
-            catalog = self.hub.catalog();
+            catalog = self.catalog();
         }
         let (server, tool) = match catalog.routes.get(name) {
             Some(Route::Server { server, tool }) => (server.as_str(), tool.as_str()),
@@ -552,7 +575,7 @@ impl Session {
             return match outcome {
                 drive::Outcome::Done(r) => jsonrpc::result(id, r.get()),
                 drive::Outcome::Error(e) => reply(id, Err(e), |e| {
-                    let msg = agent_message(&e, &self.hub.catalog());
+                    let msg = agent_message(&e, &self.catalog());
                     jsonrpc::result(id, &jsonrpc::tool_error_result(&msg))
                 }),
                 drive::Outcome::Failed(msg) => {
@@ -615,18 +638,40 @@ impl Session {
         }
         // A gateway-side failure of a tool call is a tool error the model can read.
         reply(id, result, |e| {
-            let msg = agent_message(&e, &self.hub.catalog());
+            let msg = agent_message(&e, &self.catalog());
             jsonrpc::result(id, &jsonrpc::tool_error_result(&msg))
         })
     }
 
     fn unknown_tool(&self, id: &RawValue, name: &str) -> Vec<u8> {
+        if let Some(profile) = &self.shared.profile
+            && self.hub.catalog().routes.contains_key(name)
+        {
+            let why = match self.hub.profile(profile) {
+                Some(_) => format!(
+                    "it connected with profile '{profile}', which leaves it out; \
+                     `tools/list` shows what the profile offers (add the tool to \
+                     [profiles.{profile}] in corral.toml, or connect without the profile, \
+                     to call it)"
+                ),
+                None => format!(
+                    "it connected with profile '{profile}', which is no longer in \
+                     corral.toml; reconnect with a configured profile, or without one"
+                ),
+            };
+            return jsonrpc::error(
+                Some(id),
+                jsonrpc::INVALID_PARAMS,
+                &format!("tool '{name}' is not offered to this agent: {why}"),
+            );
+        }
         // A tool of a server that is down is "unknown" now; say so instead.
         if let Some((server, _)) = name.split_once(naming::SEP)
+            && self.reaches(server)
             && let Some(h) = self.hub.servers().get(server)
             && h.state() != ServerState::Ready
         {
-            let msg = agent_message(&h.unavailable(), &self.hub.catalog());
+            let msg = agent_message(&h.unavailable(), &self.catalog());
             return jsonrpc::result(id, &jsonrpc::tool_error_result(&msg));
         }
         jsonrpc::error(
@@ -711,7 +756,10 @@ impl Session {
     ) -> Vec<(String, Result<Box<RawValue>, CallError>)> {
         let mut tasks = tokio::task::JoinSet::new();
         for h in self.hub.servers().values() {
-            if h.state() != ServerState::Ready || !self.hub.server_has(h.name(), capability) {
+            if h.state() != ServerState::Ready
+                || !self.hub.server_has(h.name(), capability)
+                || !self.reaches(h.name())
+            {
                 continue;
             }
             let h = h.clone();
@@ -743,7 +791,7 @@ impl Session {
     /// Corral's own resource ([`crate::push::ERRORS_URI`]) is owned by `""`, a name no
     /// server can have.
     pub(crate) async fn resource_server(&self, uri: &str) -> Option<String> {
-        if uri == crate::push::ERRORS_URI && self.hub.offers_errors() {
+        if uri == crate::push::ERRORS_URI && self.offers_errors() {
             return Some(String::new());
         }
         if let Some(s) = self.lookup_resource(uri) {
@@ -753,7 +801,7 @@ impl Session {
             .hub
             .servers()
             .keys()
-            .filter(|n| self.hub.server_has(n, "resources"))
+            .filter(|n| self.hub.server_has(n, "resources") && self.reaches(n))
             .cloned()
             .collect();
         if candidates.len() == 1 {
@@ -769,14 +817,18 @@ impl Session {
         self.lookup_resource(uri)
     }
 
+    /// The server whose listing had `uri` (or a template it fits), among those this
+    /// agent reaches.
     fn lookup_resource(&self, uri: &str) -> Option<String> {
-        if let Some(s) = self.hub.resource_routes.lock().unwrap().get(uri) {
+        if let Some(s) = self.hub.resource_routes.lock().unwrap().get(uri)
+            && self.reaches(s)
+        {
             return Some(s.clone());
         }
         let templates = self.hub.template_routes.lock().unwrap();
         templates
             .iter()
-            .filter(|(prefix, _)| uri.starts_with(prefix.as_str()))
+            .filter(|(prefix, s)| uri.starts_with(prefix.as_str()) && self.reaches(s))
             .max_by_key(|(prefix, _)| prefix.len())
             .map(|(_, s)| s.clone())
     }
@@ -816,7 +868,7 @@ impl Session {
                 if new && let Err(e) = self.hub.hold_resource(&server, &uri).await {
                     self.shared.subscriptions.lock().unwrap().remove(&uri);
                     return reply(id, Err(e), |e| {
-                        let msg = agent_message(&e, &self.hub.catalog());
+                        let msg = agent_message(&e, &self.catalog());
                         jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
                     });
                 }
@@ -867,12 +919,16 @@ impl Session {
     }
 
     async fn prompt_route(&self, name: &str) -> Option<(String, String)> {
-        if let Some(r) = self.hub.prompt_routes.lock().unwrap().get(name) {
-            return Some(r.clone());
+        let known = || {
+            let routes = self.hub.prompt_routes.lock().unwrap();
+            routes.get(name).filter(|(s, _)| self.reaches(s)).cloned()
+        };
+        if let Some(r) = known() {
+            return Some(r);
         }
         self.learn_routes("prompts/list", "prompts", "prompts")
             .await;
-        self.hub.prompt_routes.lock().unwrap().get(name).cloned()
+        known()
     }
 
     /// Lists `field` items of every server with `capability`, only to record routes.
@@ -943,7 +999,10 @@ impl Session {
         // Servers filter at the source too; the most verbose level any session asked for
         // would be the precise choice, the latest request is the simple one.
         for h in self.hub.servers().values() {
-            if h.state() == ServerState::Ready && self.hub.server_has(h.name(), "logging") {
+            if h.state() == ServerState::Ready
+                && self.hub.server_has(h.name(), "logging")
+                && self.reaches(h.name())
+            {
                 let h = h.clone();
                 let params = params.map(|p| p.to_owned());
                 tokio::spawn(async move {
@@ -962,7 +1021,13 @@ impl Session {
         method: &str,
         params: Option<&RawValue>,
     ) -> Vec<u8> {
-        let Some(h) = self.hub.servers().get(server).cloned() else {
+        let Some(h) = self
+            .hub
+            .servers()
+            .get(server)
+            .filter(|_| self.reaches(server))
+            .cloned()
+        else {
             return jsonrpc::error(
                 Some(id),
                 jsonrpc::INTERNAL_ERROR,
@@ -976,7 +1041,7 @@ impl Session {
         let routed = self.route_progress(id, params);
         let params = routed.as_ref().map(|r| &*r.params).or(params);
         let failed = |e: CallError| {
-            let msg = agent_message(&e, &self.hub.catalog());
+            let msg = agent_message(&e, &self.catalog());
             jsonrpc::error(Some(id), jsonrpc::INTERNAL_ERROR, &msg)
         };
         if drive::drives(&self.shared, &h) {

@@ -89,6 +89,7 @@ impl Drop for SessionGuard {
 /// at once: its calls are cancelled and `output` is closed.
 pub async fn serve(
     hub: Arc<Hub>,
+    profile: Option<&str>,
     input: impl AsyncRead + Unpin,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) {
@@ -103,7 +104,8 @@ pub async fn serve(
         state: state.clone(),
     };
     let writer = tokio::spawn(write_loop(output, rx, state.clone()));
-    let session = crate::Session::open(&hub, Arc::new(StdoutOutbound(queue.clone())), "stdio");
+    let out = Arc::new(StdoutOutbound(queue.clone()));
+    let session = crate::Session::open(&hub, out, "stdio", profile);
     let mut guard = SessionGuard {
         hub: hub.clone(),
         id: session.id(),

@@ -17,23 +17,24 @@ use std::path::Path;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::broadcast::error::RecvError;
 
-pub async fn run(config: Option<&Path>, standalone: bool) -> CmdResult {
+pub async fn run(config: Option<&Path>, standalone: bool, profile: Option<String>) -> CmdResult {
     // On a worker thread, not the `block_on` thread: every wake-up of a relay loop would
     // otherwise be a cross-thread hand-off (BENCHMARKS.md, "Where the time goes").
     let config = config.map(Path::to_owned);
     let work = tokio::spawn(async move {
         if standalone {
-            standalone_gateway(config.as_deref()).await
+            standalone_gateway(config.as_deref(), profile).await
         } else {
-            bridge(config.as_deref()).await
+            bridge(config.as_deref(), profile).await
         }
     });
     work.await
         .unwrap_or_else(|e| Err(Failure::Op(format!("internal error: {e}"))))
 }
 
-async fn bridge(config: Option<&Path>) -> CmdResult {
+async fn bridge(config: Option<&Path>, profile: Option<String>) -> CmdResult {
     let cfg = project::load(config)?;
+    project::check_profile(&cfg, profile.as_deref())?;
     let exe = std::env::current_exe()
         .map_err(|e| Failure::Op(format!("cannot find my own binary: {e}")))?;
     let paths = project::paths(&cfg);
@@ -45,9 +46,9 @@ async fn bridge(config: Option<&Path>) -> CmdResult {
     if fdio::is_pipe_or_socket(std::io::stdin().as_fd())
         && fdio::is_pipe_or_socket(std::io::stdout().as_fd())
     {
-        return handoff(stream, &paths).await;
+        return handoff(stream, &paths, profile).await;
     }
-    corral_daemon::client::send(&mut stream, &Request::Mcp)
+    corral_daemon::client::send(&mut stream, &Request::Mcp { profile })
         .await
         .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
     let (mut from_daemon, mut to_daemon) = stream.into_split();
@@ -104,40 +105,46 @@ fn daemon_gone(paths: &corral_daemon::Paths) -> Failure {
 
 /// Hands our stdin/stdout to the daemon, which then serves the agent on them directly,
 /// and waits until it says the session ended (or goes away).
-async fn handoff(stream: tokio::net::UnixStream, paths: &corral_daemon::Paths) -> CmdResult {
+async fn handoff(
+    stream: tokio::net::UnixStream,
+    paths: &corral_daemon::Paths,
+    profile: Option<String>,
+) -> CmdResult {
     use std::os::fd::AsRawFd;
     let gone = || daemon_gone(paths);
     let mut stream = tokio::io::BufReader::new(stream);
-    corral_daemon::client::send(stream.get_mut(), &Request::McpHandoff)
+    corral_daemon::client::send(stream.get_mut(), &Request::McpHandoff { profile })
         .await
         .map_err(|e| Failure::Op(format!("cannot talk to the daemon: {e}")))?;
-    if corral_daemon::client::read_reply(&mut stream)
-        .await
-        .is_err()
-    {
+    let Ok(ready) = corral_daemon::client::read_reply(&mut stream).await else {
         return Err(gone());
+    };
+    if !String::from_utf8_lossy(&ready).contains("\"ok\":true") {
+        return Err(refused(&ready));
     }
     let fds = [std::io::stdin().as_raw_fd(), std::io::stdout().as_raw_fd()];
     corral_daemon::fdpass::send_fds(stream.get_ref(), &fds)
         .map_err(|e| Failure::Op(format!("cannot hand the session to the daemon: {e}")))?;
     match corral_daemon::client::read_reply(&mut stream).await {
-        Ok(reply) => {
-            let reply = String::from_utf8_lossy(&reply);
-            if reply.contains("\"ok\":true") {
-                Ok(())
-            } else {
-                Err(Failure::Op(format!(
-                    "the daemon refused the session: {}",
-                    reply.trim()
-                )))
-            }
-        }
+        Ok(reply) if String::from_utf8_lossy(&reply).contains("\"ok\":true") => Ok(()),
+        Ok(reply) => Err(refused(&reply)),
         Err(_) => Err(gone()),
     }
 }
 
-async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
+/// The daemon's refusal line, as the bridge's error.
+fn refused(reply: &[u8]) -> Failure {
+    let reply = String::from_utf8_lossy(reply);
+    let why = serde_json::from_str::<serde_json::Value>(&reply)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| reply.trim().to_owned());
+    Failure::Op(format!("the daemon refused the session: {why}"))
+}
+
+async fn standalone_gateway(config: Option<&Path>, profile: Option<String>) -> CmdResult {
     let cfg = project::load(config)?;
+    project::check_profile(&cfg, profile.as_deref())?;
     let servers = project::select(&cfg, None)?;
     let bus = EventBus::default();
     let mut events = bus.subscribe();
@@ -198,9 +205,10 @@ async fn standalone_gateway(config: Option<&Path>) -> CmdResult {
         eprintln!("corral: warning: {problem}");
     }
     hub.attach_proxies(proxies.clone());
+    hub.set_profiles(cfg.profiles.clone());
     hub.set_error_noise(cfg.error_noise.clone());
     let (input, output) = corral_gateway::fdio::stdio();
-    let serve = corral_gateway::stdio::serve(hub.clone(), input, output);
+    let serve = corral_gateway::stdio::serve(hub.clone(), profile.as_deref(), input, output);
     tokio::pin!(serve);
     tokio::select! {
         _ = &mut serve => {}

@@ -32,13 +32,26 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
         Command::Daemon {
             allow_widened_access,
         } => up::daemon(config, allow_widened_access).await,
-        Command::Mcp { standalone } => mcp::run(config, standalone).await,
+        Command::Mcp {
+            standalone,
+            profile,
+        } => mcp::run(config, standalone, profile).await,
         Command::Ps { json } => ctl::ps(config, json).await,
         Command::Tools {
             server,
+            profile,
+            tokens,
             json,
             standalone,
-        } => tools::run(config, server.as_deref(), json, standalone).await,
+        } => {
+            let view = tools::View {
+                server: server.as_deref(),
+                profile: profile.as_deref(),
+                tokens,
+                json,
+            };
+            tools::run(config, view, standalone).await
+        }
         Command::Call {
             target,
             second,

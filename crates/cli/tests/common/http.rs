@@ -58,6 +58,11 @@ impl Up {
 
     /// POSTs `body` to /mcp with the token and the given extra headers.
     pub fn post(&self, body: &str, headers: &[(&str, &str)]) -> Resp {
+        self.post_to("/mcp", body, headers)
+    }
+
+    /// [`Up::post`] to `path` (`/mcp/PROFILE`).
+    pub fn post_to(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> Resp {
         let mut h = vec![
             ("Authorization", format!("Bearer {}", self.token)),
             ("Content-Type", "application/json".to_owned()),
@@ -68,7 +73,7 @@ impl Up {
             h.push((k, v.to_string()));
         }
         let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        request(&self.addr, "POST", "/mcp", &h, body)
+        request(&self.addr, "POST", path, &h, body)
     }
 
     /// initialize; returns the session id.

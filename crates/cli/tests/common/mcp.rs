@@ -36,6 +36,11 @@ impl McpClient {
         Self::spawn(p, &["mcp"], json!({}))
     }
 
+    /// `corral ARGS` (an `mcp` command line) with the handshake done.
+    pub fn spawn_args(p: &super::Project, args: &[&str]) -> McpClient {
+        Self::spawn(p, args, json!({}))
+    }
+
     fn spawn(p: &super::Project, args: &[&str], capabilities: Value) -> McpClient {
         let mut child = p
             .cmd(args)

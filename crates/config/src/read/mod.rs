@@ -22,7 +22,7 @@ use crate::error::Problem;
 use crate::expand::Segment;
 use crate::model::{
     DEFAULT_OUTPUT_RING, DEFAULT_PROXY_LISTEN, DEFAULT_READY_TIMEOUT, DEFAULT_TRAFFIC_RING,
-    GatewayConfig, HttpAuth, MAX_OUTPUT_RING, MIN_OUTPUT_RING, Readiness, ReadyCheck,
+    GatewayConfig, HttpAuth, MAX_OUTPUT_RING, MIN_OUTPUT_RING, Profile, Readiness, ReadyCheck,
     RemoteTransport, RestartPolicy, ToolFilter, ToolPrefix,
 };
 use crate::suggest::closest;
@@ -58,6 +58,7 @@ pub(crate) struct RawConfig {
     pub servers: Vec<RawServer>,
     pub processes: Vec<RawProcess>,
     pub proxies: Vec<RawProxy>,
+    pub profiles: std::collections::BTreeMap<String, Profile>,
     pub alerts: AlertSettings,
     pub error_noise: Vec<String>,
     /// Where `gateway.listen`, `gateway.auth` and each `proxies.NAME.listen` are
@@ -138,7 +139,9 @@ const TOP_KEYS: &[&str] = &[
     "proxies",
     "alerts",
     "errors",
+    "profiles",
 ];
+const PROFILE_KEYS: &[&str] = &["servers", "tools", "builtin_tools"];
 const GATEWAY_KEYS: &[&str] = &["listen", "tool_prefix", "builtin_tools", "auth"];
 const POLICY_KEYS: &[&str] = &[
     "startup_timeout",
@@ -393,16 +396,85 @@ impl Reader {
             Some(e) => self.errors(&e.node),
             None => Vec::new(),
         };
+        let profiles = match root.get("profiles") {
+            Some(e) => {
+                let servers: Vec<&str> = match root.get("servers").map(|s| &s.node.value) {
+                    Some(Value::Table(entries)) => entries.iter().map(|e| e.key.as_str()).collect(),
+                    _ => Vec::new(),
+                };
+                self.named(e, "profile", |r, entry, path| {
+                    r.profile(entry, path, &servers)
+                })
+                .into_iter()
+                .map(|p| (p.name.clone(), p))
+                .collect()
+            }
+            None => Default::default(),
+        };
         RawConfig {
             gateway,
             defaults,
             servers,
             processes,
             proxies,
+            profiles,
             alerts,
             error_noise,
             access_keys: Default::default(),
         }
+    }
+
+    /// `[profiles.NAME]`: `servers` (names from `[servers]`; `known`), `tools`
+    /// (patterns over the names agents see), `builtin_tools`.
+    fn profile(&mut self, entry: &Entry, path: &str, known: &[&str]) -> Option<Profile> {
+        let node = &entry.node;
+        if let Value::Table(entries) = &node.value {
+            self.check_keys(entries, path, PROFILE_KEYS);
+        }
+        let servers = node.get("servers").map(|e| {
+            let key = join(path, "servers");
+            let Value::Array(items) = &e.node.value else {
+                self.wrong_type(&e.node, &key, "an array of server names");
+                return Vec::new();
+            };
+            let mut names = Vec::new();
+            for (i, item) in items.iter().enumerate() {
+                let item_key = format!("{key}[{i}]");
+                let Some(name) = self.string(item, &item_key) else {
+                    continue;
+                };
+                if known.contains(&name.as_str()) {
+                    names.push(name);
+                    continue;
+                }
+                let near = closest(&name, known)
+                    .map(|n| format!("did you mean {n:?}? "))
+                    .unwrap_or_default();
+                let list = if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                };
+                self.problem(
+                    item.pos,
+                    &item_key,
+                    format!("no server named {name:?} in [servers]; {near}servers: {list}"),
+                );
+            }
+            names
+        });
+        let tools = node
+            .get("tools")
+            .and_then(|e| self.tools(&e.node, &join(path, "tools")));
+        let builtin_tools = node
+            .get("builtin_tools")
+            .and_then(|e| self.bool(&e.node, &join(path, "builtin_tools")));
+        Some(Profile {
+            name: entry.key.clone(),
+            servers,
+            tools: tools.unwrap_or_default(),
+            builtin_tools: builtin_tools.unwrap_or(true),
+        })
     }
 
     /// `[errors]`: `ignore`, patterns `get_errors` hides as noise.
@@ -877,6 +949,7 @@ impl Reader {
             servers,
             processes: Vec::new(),
             proxies: Vec::new(),
+            profiles: Default::default(),
             alerts: AlertSettings::default(),
             error_noise: Vec::new(),
             access_keys: Default::default(),

@@ -88,6 +88,9 @@ pub(crate) async fn reload(state: &State) -> Reply {
     let servers = sup.handles();
     drop(guard);
     state.hub.set_servers(servers);
+    if old.profiles != new.profiles {
+        state.hub.set_profiles(new.profiles.clone());
+    }
     state.hub.set_error_noise(new.error_noise.clone());
     let (p_added, p_removed, p_restarted, p_warnings) =
         super::proxies::reload(&state.proxies, &old, &new).await;

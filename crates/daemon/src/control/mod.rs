@@ -119,8 +119,10 @@ async fn dispatch(
     mut write: OwnedWriteHalf,
 ) {
     let reply = match request {
-        Request::Mcp => return session::mcp(state, reader, write).await,
-        Request::McpHandoff => return session::handoff(state, reader, write).await,
+        Request::Mcp { profile } => return session::mcp(state, profile, reader, write).await,
+        Request::McpHandoff { profile } => {
+            return session::handoff(state, profile, reader, write).await;
+        }
         Request::Events { lines, follow } => {
             return events::stream(state, lines, follow, &mut write).await;
         }

@@ -8,9 +8,37 @@ use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 
 /// Serves MCP on this connection: the bridge relays the agent's bytes (its stdio is a
-/// terminal, or an older bridge).
-pub(crate) async fn mcp(state: &State, reader: BufReader<OwnedReadHalf>, write: OwnedWriteHalf) {
-    corral_gateway::stdio::serve(state.hub.clone(), reader, write).await;
+/// terminal, or an older bridge). A profile the daemon does not know gets the refusal
+/// line instead (the bridge checked the config, so only a reload in between does that).
+pub(crate) async fn mcp(
+    state: &State,
+    profile: Option<String>,
+    reader: BufReader<OwnedReadHalf>,
+    mut write: OwnedWriteHalf,
+) {
+    if let Err(refusal) = known_profile(state, profile.as_deref()) {
+        let _ = write.write_all(refusal.line().as_bytes()).await;
+        return;
+    }
+    corral_gateway::stdio::serve(state.hub.clone(), profile.as_deref(), reader, write).await;
+}
+
+/// `Err`: the refusal of a profile that is not configured, naming those that are.
+fn known_profile(state: &State, profile: Option<&str>) -> Result<(), Reply> {
+    match profile {
+        Some(p) if state.hub.profile(p).is_none() => {
+            let names = state.hub.profile_names();
+            let list = if names.is_empty() {
+                "none is configured ([profiles.NAME] in corral.toml)".to_owned()
+            } else {
+                format!("profiles: {}", names.join(", "))
+            };
+            Err(Reply::err(format!(
+                "no profile '{p}' in the daemon's config; {list}"
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Serves MCP on the agent's own pipes, handed over by the bridge: no byte goes through
@@ -19,9 +47,14 @@ pub(crate) async fn mcp(state: &State, reader: BufReader<OwnedReadHalf>, write: 
 /// are cancelled on the servers).
 pub(crate) async fn handoff(
     state: &State,
+    profile: Option<String>,
     mut reader: BufReader<OwnedReadHalf>,
     mut write: OwnedWriteHalf,
 ) {
+    if let Err(refusal) = known_profile(state, profile.as_deref()) {
+        let _ = write.write_all(refusal.line().as_bytes()).await;
+        return;
+    }
     if write
         .write_all(Reply::ok(Value::Null).line().as_bytes())
         .await
@@ -59,7 +92,7 @@ pub(crate) async fn handoff(
     };
     let mut probe = [0u8; 1];
     tokio::select! {
-        _ = corral_gateway::stdio::serve(state.hub.clone(), input, output) => {
+        _ = corral_gateway::stdio::serve(state.hub.clone(), profile.as_deref(), input, output) => {
             let _ = write.write_all(Reply::ok(Value::Null).line().as_bytes()).await;
         }
         // The bridge never writes after the handoff: a read returns only when it is gone.
