@@ -348,12 +348,13 @@ function renderOverview(d) {
   });
 
   sync($('#agents'), d.agents || [], 'id', (r, k) => h('tr', { 'data-name': k, 'data-kind': 'agent' },
-    h('th', { scope: 'row' }, k), h('td'), h('td'), h('td'), h('td')),
+    h('th', { scope: 'row' }, k), h('td'), h('td'), h('td'), h('td'), h('td')),
   (tr, r) => {
     text(cell(tr, 1), [r.client, r.client_version].filter(Boolean).join(' ') || '–');
     text(cell(tr, 2), r.transport);
     text(cell(tr, 3), r.protocol || '–');
-    setTick(cell(tr, 4), r.connected_s == null ? null : now - r.connected_s * 1000, 'up');
+    text(cell(tr, 4), r.profile || 'everything');
+    setTick(cell(tr, 5), r.connected_s == null ? null : now - r.connected_s * 1000, 'up');
   });
   traffic.proxiesChanged();
 }
