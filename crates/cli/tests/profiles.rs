@@ -323,3 +323,45 @@ fn tools_tokens_prices_each_tool_server_and_profile() {
         ["a__add", "a__echo", "get_errors"]
     );
 }
+
+/// The official Python SDK client with a profile, pinned to 2026-07-28 and legacy, over
+/// the daemon bridge (`corral mcp --profile`) and HTTP (`/mcp/PROFILE`).
+#[test]
+fn the_python_sdk_client_sees_its_profile_in_every_mode() {
+    let p = Project::new(&format!("[gateway]\nlisten = \"127.0.0.1:0\"\n{CONFIG}"));
+    let _down = Down(&p);
+    let up = Up::start(&p);
+    let python = common::peers().join("venv/bin/python");
+    let script = common::repo().join("tests/peers/py_profile.py");
+    let corral = common::corral();
+    let cfg = p.dir.join("corral.toml");
+    let url = format!("{}/lean", up.url);
+    for (mode, protocol) in [("2026-07-28", "2026-07-28"), ("legacy", "2025-11-25")] {
+        for args in [
+            vec![
+                mode,
+                "stdio",
+                corral.to_str().unwrap(),
+                cfg.to_str().unwrap(),
+                "lean",
+            ],
+            vec![mode, "http", url.as_str(), up.token.as_str()],
+        ] {
+            let seen = common::peer_script(&python, &script, &args);
+            assert_eq!(seen["protocol"], protocol, "{args:?}: {seen}");
+            assert_eq!(
+                seen["tools"],
+                json!(["a__add", "a__echo", "get_errors"]),
+                "{args:?}: {seen}"
+            );
+            assert_eq!(seen["allowed"], "inside", "{seen}");
+            let refused = seen["outside"]["refused"].as_str().unwrap_or_else(|| {
+                panic!("{args:?}: a tool outside the profile was not refused: {seen}")
+            });
+            assert!(
+                refused.contains("not offered to this agent") && refused.contains("'lean'"),
+                "{refused}"
+            );
+        }
+    }
+}
