@@ -250,7 +250,17 @@ pub fn uninstall(
         let restored = std::fs::read_to_string(&backup)
             .ok()
             .filter(|b| set(client, Some(b), &existing).ok().as_deref() == Some(current.as_str()));
-        let change = if let Some(b) = restored {
+        // A backup that is itself only Corral's entry is a file install created (and a
+        // later install changed): it goes too.
+        let created_then_changed = restored.as_deref().is_some_and(|b| {
+            entries(client, b)
+                .ok()
+                .and_then(|found| found.into_iter().find(|(n, _)| n == NAME))
+                .is_some_and(|(_, e)| set(client, None, &e).ok().as_deref() == Some(b))
+        });
+        let created = created_then_changed
+            || (!backup.exists() && set(client, None, &existing).ok().as_deref() == Some(&current));
+        let change = if let (Some(b), false) = (restored, created) {
             Change {
                 message: format!(
                     "uninstalled Corral from {}: {} restored from {}",
@@ -265,8 +275,7 @@ pub fn uninstall(
                 path,
                 old: Some(current),
             }
-        } else if !backup.exists() && set(client, None, &existing).ok().as_deref() == Some(&current)
-        {
+        } else if created {
             let base = match scope_dir {
                 Some(d) if client.project.is_some() => d.to_owned(),
                 _ => dirs.home.clone(),
@@ -284,7 +293,7 @@ pub fn uninstall(
                     shown.display()
                 ),
                 new: None,
-                restores_backup: false,
+                restores_backup: created_then_changed,
                 dirs,
                 shown,
                 path,
@@ -577,6 +586,9 @@ fn apply(changes: Vec<Change>, dry_run: bool) -> CmdResult {
         match &c.new {
             None => {
                 std::fs::remove_file(&c.path).map_err(write_err)?;
+                if c.restores_backup {
+                    let _ = std::fs::remove_file(&backup);
+                }
                 for d in &c.dirs {
                     if std::fs::remove_dir(d).is_err() {
                         break;
