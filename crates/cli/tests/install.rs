@@ -591,3 +591,52 @@ fn import_without_corral_toml_creates_one_from_the_init_template() {
     assert!(toml_text.contains("[servers.fx]"), "{toml_text}");
     e.ok(&["check"]);
 }
+
+/// Claude Code's own parser reads what `corral install claude` writes: `claude mcp list`
+/// (the pinned peer from scripts/install-peers.sh, offline, HOME in a temp dir, no login)
+/// lists the corral entry.
+#[test]
+fn claude_code_lists_the_installed_entry() {
+    let claude = repo().join(".peers/claude-code/node_modules/.bin/claude");
+    assert!(
+        claude.exists(),
+        "{} missing: real peers are not installed: run ./scripts/install-peers.sh \
+         (./scripts/test.sh does)",
+        claude.display()
+    );
+    let e = Env::new();
+    e.ok(&["install", "claude"]);
+    // It may health-check the entry by starting `corral mcp`: stop any daemon that started.
+    let _down = DownIn(&e);
+    let mut child = Command::new(&claude)
+        .args(["mcp", "list"])
+        .current_dir(&e.p.dir)
+        .env("HOME", &e.home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("ANTHROPIC_API_KEY")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("claude mcp list did not finish within 90s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = Run(child.wait_with_output().unwrap());
+    assert_eq!(out.code(), 0, "{out:?}");
+    let line = format!("corral: {} mcp", corral().display());
+    assert!(out.stdout().contains(&line), "{out:?}");
+}
+
+/// `corral down` in the project when the test ends.
+struct DownIn<'a>(&'a Env);
+
+impl Drop for DownIn<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.run(&["down"]);
+    }
+}

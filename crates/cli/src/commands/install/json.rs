@@ -8,18 +8,18 @@ use serde_json::Value;
 
 /// Strict JSON, or JSONC (comments and trailing commas).
 fn options(jsonc: bool) -> ParseOptions {
-    let mut o = ParseOptions::default();
-    o.allow_comments = jsonc;
-    o.allow_trailing_commas = jsonc;
-    o.allow_loose_object_property_names = false;
-    o.allow_missing_commas = false;
-    o.allow_single_quoted_strings = false;
-    o.allow_hexadecimal_numbers = false;
-    o.allow_unary_plus_numbers = false;
-    o.allow_bare_decimal_point_numbers = false;
-    o.allow_non_finite_numbers = false;
-    o.allow_extended_string_escapes = false;
-    o
+    ParseOptions {
+        allow_comments: jsonc,
+        allow_trailing_commas: jsonc,
+        allow_loose_object_property_names: false,
+        allow_missing_commas: false,
+        allow_single_quoted_strings: false,
+        allow_hexadecimal_numbers: false,
+        allow_unary_plus_numbers: false,
+        allow_bare_decimal_point_numbers: false,
+        allow_non_finite_numbers: false,
+        allow_extended_string_escapes: false,
+    }
 }
 
 /// Parses `text`; an error reads `LINE:COLUMN: what`.
