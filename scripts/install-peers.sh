@@ -124,6 +124,13 @@ TS_SDK_VERSION="2.4.0"
 npm_peer tsclient "@modelcontextprotocol/client@$TS_SDK_VERSION"
 npm_peer ts-server "@modelcontextprotocol/server@$TS_SDK_VERSION"
 
+# Claude Code for crates/cli/tests/install.rs: `claude mcp list` reads the .mcp.json that
+# `corral install claude` writes. It runs offline with HOME in a temp dir and no login
+# (its native binary comes in a platform package from the same registry); listing does
+# not contact a model.
+CLAUDE_CODE_VERSION="2.1.332"
+npm_peer claude-code "@anthropic-ai/claude-code@$CLAUDE_CODE_VERSION"
+
 # OAuth for remote MCP servers: a real authorization server (dynamic client
 # registration, PKCE, resource indicators, rotating refresh tokens) for
 # crates/cli/tests/peers/oauth_server.mjs. 9.x says "Unsupported runtime" on the Node 20

@@ -47,6 +47,16 @@ Open the printed URL in the browser instead of the target's: every request is re
 and HTML pages get a small script that reports JavaScript errors, unhandled rejections,
 console.error calls and failed fetches back to Corral (`--no-inject` turns it off).";
 
+const INSTALL_FORMS: &str = "\
+Examples:
+  corral install claude                 .mcp.json of this project
+  corral install --detect               every client found on this machine
+  corral install codex --user           ~/.codex/config.toml ($CODEX_HOME)
+  corral install vscode --dry-run       print the diff only
+  corral install cursor --import        move .cursor/mcp.json's servers into corral.toml
+  corral install claude --profile dev   the entry runs `corral mcp --profile dev`
+  corral uninstall claude               remove the entry again";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Write a commented starter corral.toml (importing .mcp.json if present); with -c,
@@ -305,6 +315,47 @@ pub enum Command {
         /// proxies run only in the daemon).
         #[arg(long)]
         standalone: bool,
+    },
+    /// Add the `corral mcp` entry to agent clients' MCP config (project scope: the
+    /// directory of corral.toml; --user: the client's user file). Comments and other
+    /// entries are kept; a changed file is backed up to FILE.corral-backup first.
+    #[command(after_help = INSTALL_FORMS)]
+    Install {
+        /// claude, vscode, cursor, codex, gemini, windsurf (user file only), zed.
+        #[arg(value_name = "CLIENT", required_unless_present = "detect")]
+        clients: Vec<String>,
+        /// Write the client's user-scope file instead of the project's.
+        #[arg(long)]
+        user: bool,
+        /// Print the diff of each file that would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Every client found on this machine (its program on PATH, or its user config
+        /// directory).
+        #[arg(long)]
+        detect: bool,
+        /// Move the servers configured in the client's file into corral.toml first.
+        #[arg(long)]
+        import: bool,
+        /// The entry runs `corral mcp --profile NAME`.
+        #[arg(long, value_name = "NAME")]
+        profile: Option<String>,
+        /// Replace a server named `corral` that is not Corral.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Remove the `corral` entry from agent clients' MCP config (the file is restored
+    /// byte for byte from its backup when nothing else changed since install).
+    Uninstall {
+        /// claude, vscode, cursor, codex, gemini, windsurf, zed.
+        #[arg(value_name = "CLIENT", required = true)]
+        clients: Vec<String>,
+        /// The client's user-scope file instead of the project's.
+        #[arg(long)]
+        user: bool,
+        /// Print the diff of each file that would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Internal: the detached daemon (`corral up -d` starts it).
     #[command(name = "__daemon", hide = true)]

@@ -90,7 +90,7 @@ pub use model::{
     ServerConfig, ToolFilter, ToolPrefix, Transport,
 };
 pub use suggest::closest;
-pub use template::{InitTemplate, init_template};
+pub use template::{ImportedServer, InitTemplate, import_servers, init_template};
 
 /// The name of Corral's own config file.
 pub const CONFIG_FILE: &str = "corral.toml";

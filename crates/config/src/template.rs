@@ -118,36 +118,69 @@ pub fn init_template(mcp_json: Option<(&Path, &str)>) -> Result<InitTemplate, Co
     let mut out = String::from(HEADER);
     let mut skipped = Vec::new();
     if let Some((path, text)) = mcp_json {
-        let invalid = |problems| ConfigError::Invalid {
-            path: path.to_owned(),
-            problems,
-        };
-        let (tree, format) = crate::json_load::parse(text).map_err(|p| invalid(vec![p]))?;
-        let (raw, mut problems) = read::read(&tree, format);
-        if !problems.is_empty() {
-            problems.sort_by_key(|p| (p.line, p.column));
-            return Err(invalid(problems));
-        }
-        let root = project_root(
-            &std::path::absolute(path).unwrap_or(path.to_owned()),
-            format,
-        );
         let source = path
             .file_name()
             .unwrap_or(path.as_os_str())
             .to_string_lossy();
         out.push_str(&format!("\n# ---- Servers imported from {source}. ----\n"));
-        for server in &raw.servers {
-            if let Some(note) = corral_itself(server, &root) {
-                out.push_str(&format!("\n# Not imported: {note}.\n"));
-                skipped.push(note);
-                continue;
+        for server in import_servers(path, text)? {
+            match server.skipped {
+                Some(note) => {
+                    out.push_str(&format!("\n# Not imported: {note}.\n"));
+                    skipped.push(note);
+                }
+                None => out.push_str(&server.toml),
             }
-            render_server(&mut out, server, &root);
         }
     }
     out.push_str(EXAMPLES);
     Ok(InitTemplate { text: out, skipped })
+}
+
+/// One server entry of an imported `.mcp.json` / VS Code `mcp.json`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportedServer {
+    /// The entry's name.
+    pub name: String,
+    /// Its `[servers.NAME]` table as `corral init` writes it (a leading blank line, `${…}`
+    /// references kept); empty when skipped.
+    pub toml: String,
+    /// Why it was left out: it runs Corral itself.
+    pub skipped: Option<String>,
+}
+
+/// The servers of an `.mcp.json` (or VS Code `mcp.json`) at `path` as `corral.toml`
+/// tables, the conversion [`init_template`] uses (`corral install --import` appends
+/// them to an existing `corral.toml`). Disabled entries are absent.
+pub fn import_servers(path: &Path, text: &str) -> Result<Vec<ImportedServer>, ConfigError> {
+    let invalid = |problems| ConfigError::Invalid {
+        path: path.to_owned(),
+        problems,
+    };
+    let (tree, format) = crate::json_load::parse(text).map_err(|p| invalid(vec![p]))?;
+    let (raw, mut problems) = read::read(&tree, format);
+    if !problems.is_empty() {
+        problems.sort_by_key(|p| (p.line, p.column));
+        return Err(invalid(problems));
+    }
+    let root = project_root(
+        &std::path::absolute(path).unwrap_or(path.to_owned()),
+        format,
+    );
+    let mut servers = Vec::new();
+    for server in &raw.servers {
+        let mut toml = String::new();
+        let skipped = corral_itself(server, &root);
+        if skipped.is_none() {
+            render_server(&mut toml, server, &root);
+        }
+        servers.push(ImportedServer {
+            name: server.name.clone(),
+            toml,
+            skipped,
+        });
+    }
+    Ok(servers)
 }
 
 /// Why `server` is not imported, when it runs Corral itself. The check expands `${…}`

@@ -8,6 +8,7 @@ mod dashboard;
 mod errors;
 mod events;
 mod init;
+mod install;
 mod mcp;
 mod proxy;
 mod run;
@@ -147,6 +148,31 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             });
             errors::run(config, args, json, standalone).await
         }
+        Command::Install {
+            clients,
+            user,
+            dry_run,
+            detect,
+            import,
+            profile,
+            force,
+        } => install::install(
+            config,
+            install::Options {
+                clients,
+                user,
+                dry_run,
+                detect,
+                import,
+                profile,
+                force,
+            },
+        ),
+        Command::Uninstall {
+            clients,
+            user,
+            dry_run,
+        } => install::uninstall(config, clients, user, dry_run),
         Command::Guard | Command::Remote => unreachable!("handled before the runtime starts"),
     }
 }
