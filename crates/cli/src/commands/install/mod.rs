@@ -627,14 +627,32 @@ fn apply(changes: Vec<Change>, dry_run: bool) -> CmdResult {
 }
 
 /// Writes `text` to `path` through a temp file beside it, keeping the old file's
-/// permissions (a new file gets the umask's).
+/// permissions (a new file gets the umask's). The temp file has them from its creation:
+/// a private file (`~/.claude.json` holds credentials) is never readable by others, not
+/// even for a moment.
 fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".corral-tmp");
     let tmp = PathBuf::from(tmp);
-    std::fs::write(&tmp, text)?;
-    if let Ok(meta) = std::fs::metadata(path) {
-        std::fs::set_permissions(&tmp, meta.permissions())?;
+    let old = std::fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o7777);
+    // A temp file a crashed run left behind would carry its own mode.
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(old.unwrap_or(0o666))
+        .open(&tmp)?;
+    if let Some(mode) = old {
+        // Masked by the umask at creation: the old file's mode exactly (a new file keeps
+        // the umask's).
+        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
     }
+    file.write_all(text.as_bytes())?;
+    file.sync_all()?;
+    drop(file);
     std::fs::rename(&tmp, path)
 }
