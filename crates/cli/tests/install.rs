@@ -16,7 +16,7 @@ struct Env {
 
 impl Env {
     fn new() -> Env {
-        let p = Project::new("[servers]\n");
+        let p = Project::new("[servers]\n\n[profiles.dev]\nservers = []\n");
         let home = p.dir.join(".home");
         std::fs::create_dir_all(&home).unwrap();
         let bin = p.dir.join(".bin");
@@ -144,6 +144,15 @@ fn each_client_fresh_install_has_the_documented_shape_and_uninstall_removes_it()
             again.stdout().contains("already installed"),
             "{name}: {again:?}"
         );
+        assert_eq!(
+            std::fs::read_to_string(e.file(rel)).unwrap(),
+            text,
+            "{name}"
+        );
+        // A profile the config lacks is refused: the entry would fail at every start.
+        let r = e.run(&["install", name, "--profile", "deev"]);
+        assert_eq!(r.code(), 2, "{name}: {r:?}");
+        assert!(r.stderr().contains("did you mean 'dev'?"), "{name}: {r:?}");
         assert_eq!(
             std::fs::read_to_string(e.file(rel)).unwrap(),
             text,

@@ -64,6 +64,13 @@ pub fn install(config: Option<&Path>, o: Options) -> CmdResult {
         .ok_or_else(|| Failure::Usage("HOME is not set: cannot find the clients' files".into()))?;
     let chosen = choose(&o, &dirs)?;
     let project = project(config, !o.user || o.import, o.import)?;
+    // The entry would fail at the agent's every start: a profile the config lacks.
+    if let (Some(name), Some(p)) = (o.profile.as_deref(), &project)
+        && p.config.exists()
+    {
+        let cfg = crate::project::load(Some(&p.config))?;
+        crate::project::check_profile(&cfg, Some(name))?;
+    }
     let mut toml_text = match (&project, o.import) {
         (Some(p), true) => Some(match std::fs::read_to_string(&p.config) {
             Ok(t) => t,
