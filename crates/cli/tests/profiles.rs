@@ -322,6 +322,23 @@ fn tools_tokens_prices_each_tool_server_and_profile() {
         ),
         ["a__add", "a__echo", "get_errors"]
     );
+
+    // Without a daemon the cost is what an agent pays through one: the process and proxy
+    // tools the daemon offers are counted too.
+    let corral_tools = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["server"] == "corral")
+        .unwrap()["tools"]
+        .clone();
+    assert_eq!(corral_tools, 14, "{report}");
+    let _down = Down(&p);
+    assert_eq!(p.run(&["up", "-d"]).code(), 0);
+    let r = p.run(&["tools", "--tokens", "--json"]);
+    let from_daemon: Value = serde_json::from_str(&r.stdout()).unwrap();
+    assert_eq!(from_daemon["profiles"], report["profiles"], "{from_daemon}");
+    assert_eq!(from_daemon["servers"], report["servers"], "{from_daemon}");
 }
 
 /// The official Python SDK client with a profile, pinned to 2026-07-28 and legacy, over

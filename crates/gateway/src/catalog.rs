@@ -506,7 +506,8 @@ mod tests {
             Some("corral__process_wait")
         );
         assert!(
-            with.list_json.contains("are listed by `corral__processes`"),
+            with.list_json
+                .contains("Dev processes: `corral__processes`"),
             "{}",
             with.list_json
         );

@@ -29,7 +29,7 @@ pub async fn run(config: Option<&Path>, view: View<'_>, standalone: bool) -> Cmd
     let (tools, failures) = if !standalone && project::daemon_running(&cfg).await {
         via_daemon(&cfg, view.server).await?
     } else {
-        in_process(&cfg, servers, view.server).await?
+        in_process(&cfg, servers, view.server, view.tokens).await?
     };
     let builtins = cfg.gateway.builtin_tools;
     let tools: Vec<Value> = tools
@@ -59,11 +59,13 @@ pub async fn run(config: Option<&Path>, view: View<'_>, standalone: bool) -> Cmd
 }
 
 /// Every tool (as listed: `server`, or `builtin`) and the servers that failed to start,
-/// from servers started here for this command.
+/// from servers started here for this command; with `agent`, the built-in tools only the
+/// daemon answers too.
 async fn in_process(
     cfg: &Config,
     servers: Vec<corral_config::ServerConfig>,
     server: Option<&str>,
+    agent: bool,
 ) -> Result<(Vec<Value>, Vec<String>), Failure> {
     let run = Standalone::start(cfg, servers, EventBus::default(), None);
     let handles: Vec<_> = run.supervisor.servers().cloned().collect();
@@ -88,10 +90,14 @@ async fn in_process(
     }
 
     // The names the gateway routes (collisions under tool_prefix = "never" included).
-    let catalog = corral_gateway::catalog::Catalog::build(
+    // The process and proxy tools need the daemon to be called, so they are listed only
+    // for `--tokens` (`agent`): every gateway an agent reaches (the daemon's, `corral mcp
+    // --standalone`) offers them, and the cost is what an agent pays.
+    let catalog = corral_gateway::catalog::Catalog::build_with(
         handles.iter(),
         cfg.gateway.tool_prefix,
         cfg.gateway.builtin_tools,
+        agent,
     );
     let mut tools = Vec::new();
     let mut failures = Vec::new();

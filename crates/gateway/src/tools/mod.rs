@@ -244,3 +244,35 @@ pub(crate) fn count_arg(args: &Value, key: &str) -> Result<Option<usize>, String
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every agent pays for these definitions on every turn (`corral tools --tokens`): they
+    /// were 10.6 KB (≈ 2650 tokens; 6.5 KB after) before they were cut to what an agent needs to pick
+    /// the tool and fill its arguments; what each tool answers says the rest. The budget
+    /// keeps them from growing back unnoticed.
+    #[test]
+    fn builtin_definitions_stay_within_their_context_budget() {
+        const BUDGET: usize = 6_800;
+        let mut total = 0;
+        for b in Builtin::ALL {
+            let mut def = b.definition();
+            def["name"] = Value::String(format!("corral__{}", b.name()));
+            let desc = def["description"].as_str().unwrap_or_default();
+            assert!(desc.starts_with("Corral: "), "{}: {desc}", b.name());
+            let schema = &def["inputSchema"];
+            assert_eq!(schema["type"], "object", "{}", b.name());
+            for r in schema["required"].as_array().into_iter().flatten() {
+                let r = r.as_str().unwrap_or_default();
+                assert!(schema["properties"].get(r).is_some(), "{}: {r}", b.name());
+            }
+            total += def.to_string().len();
+        }
+        assert!(
+            total <= BUDGET,
+            "the built-in definitions take {total} bytes"
+        );
+    }
+}

@@ -57,75 +57,62 @@ impl Ctx<'_> {
 
 /// The tool object of process tool `b` for `tools/list` (without its name).
 pub fn definition(b: Builtin) -> Value {
-    let name = json!({"type": "string", "description": "the process's name, as Corral's process list shows it"});
-    let timeout = |default: &str| {
-        json!({
-            "type": ["number", "string"],
-            "description": format!("seconds, or a duration like \"90s\" or \"2m\" (default {default}, max 300s)")
-        })
-    };
+    let name = json!({"type": "string"});
+    let timeout = json!({
+        "type": ["number", "string"],
+        "description": "seconds, or \"2m\" (default 30s, max 300s)"
+    });
+    let stream = json!({"type": "string", "enum": ["both", "stdout", "stderr"]});
     match b {
         Builtin::Processes => json!({
-            "description": "Corral: every dev process of this project (dev servers, watchers, \
-                test runners: the configured ones and those started with `{process_start}`) with \
-                its state (starting, ready, backoff, stopped, failed, gave_up), pid, uptime, \
-                restarts, readiness, last exit, what it waits for, its command, and its latest \
-                alert: an error Corral recognised in its output (a traceback's exception with the \
-                file:line in your code, a compiler error) and how often it was seen. Look here \
-                first when a page, a build or a test run is broken.",
+            "description": "Corral: the project's dev processes (configured, or started by \
+                `{process_start}`): state, pid, uptime, restarts, readiness, last exit, and the \
+                latest error recognised in their output (exception, file:line).",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true},
         }),
         Builtin::ProcessStart => json!({
-            "description": "Corral: start a dev process under supervision, instead of in a shell \
-                whose output nobody sees. With only `name`: starts a configured process that is \
-                stopped, failed or gave up. With `command`: runs a new process under that name \
-                (a shell line run with `sh -c`, or an argv array), in `cwd` (relative to the \
-                project root) with `env` added; it is not restarted when it exits. Answers its \
-                state, pid and first lines of output (after up to 2s). Then read it with \
-                `{process_output}`, wait for it with `{process_wait}`.",
+            "description": "Corral: start a dev process under supervision: a configured \
+                `name`, or a new one running `command` (not restarted when it exits). Answers \
+                its state and first lines of output.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "description": "a configured process, or the name for a new one (letters, digits, `_`, `-`, `.`)"},
+                    "name": {"type": "string", "description": "configured, or new ([A-Za-z0-9_.-])"},
                     "command": {
-                        "description": "for a new process: a shell line (`npm run dev`) or an argv array ([\"cargo\", \"watch\"])",
+                        "description": "a shell line or an argv array",
                         "oneOf": [
                             {"type": "string"},
                             {"type": "array", "items": {"type": "string"}, "minItems": 1}
                         ]
                     },
-                    "cwd": {"type": "string", "description": "working directory, relative to the project root (default: the root)"},
-                    "env": {"type": "object", "additionalProperties": {"type": "string"}, "description": "variables added to Corral's environment"}
+                    "cwd": {"type": "string", "description": "relative to the project root"},
+                    "env": {"type": "object", "additionalProperties": {"type": "string"}}
                 },
                 "required": ["name"]
             },
-            "annotations": {"destructiveHint": false, "openWorldHint": true},
+            "annotations": {"destructiveHint": false},
         }),
         Builtin::ProcessOutput => json!({
-            "description": "Corral: the output of one dev process (stdout and stderr as they \
-                interleaved, kept in memory; older lines may have been dropped), oldest first. \
-                `last` (default 50, max 1000) or `first` N lines; `grep` keeps lines matching a \
-                regex (`(?i)` for any case); `stream`: stdout, stderr or both (each line is then \
-                tagged with its stream); `since`: an RFC 3339 time or a duration like \"5m\" \
-                (that long ago). A line `── run N ──` marks where a restart began.",
+            "description": "Corral: a dev process's output (stdout and stderr interleaved), \
+                oldest first; `── run N ──` marks a restart.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
                     "name": name,
-                    "last": {"type": "integer", "minimum": 1, "maximum": MAX_LINES, "description": "the newest N matching lines (default 50)"},
-                    "first": {"type": "integer", "minimum": 1, "maximum": MAX_LINES, "description": "the oldest N matching lines instead"},
-                    "grep": {"type": "string", "description": "a regex; only matching lines"},
-                    "stream": {"type": "string", "enum": ["both", "stdout", "stderr"]},
-                    "since": {"type": "string", "description": "RFC 3339 (2025-01-31T12:00:00Z) or a duration ago (30s, 5m, 1h)"}
+                    "last": {"type": "integer", "minimum": 1, "maximum": MAX_LINES, "description": "default 50"},
+                    "first": {"type": "integer", "minimum": 1, "maximum": MAX_LINES, "description": "the oldest N instead"},
+                    "grep": {"type": "string", "description": "regex"},
+                    "stream": stream,
+                    "since": {"type": "string", "description": "RFC 3339, or a duration ago (5m)"}
                 },
                 "required": ["name"]
             },
             "annotations": {"readOnlyHint": true},
         }),
         Builtin::ProcessStop => json!({
-            "description": "Corral: stop one dev process gracefully (SIGTERM to its process group, \
-                SIGKILL after its grace period); it stays stopped until `{process_start}`.",
+            "description": "Corral: stop a dev process gracefully; it stays stopped until \
+                started again.",
             "inputSchema": {
                 "type": "object",
                 "properties": {"name": name},
@@ -134,30 +121,27 @@ pub fn definition(b: Builtin) -> Value {
             "annotations": {"destructiveHint": true, "idempotentHint": true},
         }),
         Builtin::ProcessRestart => json!({
-            "description": "Corral: restart one dev process (graceful stop, then start; also \
-                starts a stopped one) and wait until it is ready again, at most `timeout`; \
-                answers the state it reached and its first lines of output.",
+            "description": "Corral: restart a dev process (or start a stopped one) and wait \
+                until it is ready; answers its state and first lines of output.",
             "inputSchema": {
                 "type": "object",
-                "properties": {"name": name, "timeout": timeout("30s")},
+                "properties": {"name": name, "timeout": timeout},
                 "required": ["name"]
             },
-            "annotations": {"destructiveHint": false, "idempotentHint": false},
+            "annotations": {"destructiveHint": false},
         }),
         Builtin::ProcessWait => json!({
-            "description": "Corral: wait until a dev process prints a NEW line (after this call \
-                began) matching `pattern` (a regex), or until a TCP `port` accepts connections \
-                (5173, or \"host:5173\"), at most `timeout`. Answers which happened: matched \
-                (with the line), port open, timed out, or the process exited meanwhile (with \
-                its exit code and last lines). Give either or both.",
+            "description": "Corral: wait until a dev process prints a line matching `pattern` \
+                after this call began, or `port` accepts connections; answers which happened, \
+                or that it timed out or exited.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
                     "name": name,
-                    "pattern": {"type": "string", "description": "a regex a new output line must match"},
-                    "stream": {"type": "string", "enum": ["both", "stdout", "stderr"], "description": "where `pattern` looks (default both)"},
-                    "port": {"type": ["integer", "string"], "description": "a port on 127.0.0.1, or \"host:port\""},
-                    "timeout": timeout("30s")
+                    "pattern": {"type": "string", "description": "regex"},
+                    "stream": stream,
+                    "port": {"type": ["integer", "string"], "description": "5173, or \"host:5173\""},
+                    "timeout": timeout
                 },
                 "required": ["name"]
             },

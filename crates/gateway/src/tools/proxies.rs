@@ -31,37 +31,31 @@ impl Ctx<'_> {
 
 /// The tool object of proxy tool `b` for `tools/list` (without its name).
 pub fn definition(b: Builtin) -> Value {
-    let name = json!({"type": "string", "description": "the proxy's name, as Corral's proxy list shows it"});
+    let name = json!({"type": "string"});
     match b {
         Builtin::Proxies => json!({
-            "description": "Corral: the dev proxies of this project: each one's URL (open that \
-                in the browser instead of the dev server's), its target, how many requests went \
-                through, how many failed, and how many errors its pages reported. A proxy \
-                records every request and injects a small script into HTML pages that reports \
-                the page's JavaScript errors, unhandled rejections, console.error calls and \
-                failed fetches; `{proxy_log}` shows them.",
+            "description": "Corral: the dev proxies: the URL to open instead of the dev \
+                server's, the target, and counts of requests, failures and page errors.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true},
         }),
         Builtin::ProxyStart => json!({
-            "description": "Corral: start a dev proxy in front of a dev server, so requests \
-                and the browser's errors are recorded. With only `name`: a configured proxy. \
-                With `target` (the dev server, e.g. \"http://127.0.0.1:5173\"): a new one. \
-                Answers the URL to open instead of the target's.",
+            "description": "Corral: start a dev proxy that records requests and the page's \
+                JavaScript errors: a configured `name`, or a new one for `target`. Answers the \
+                URL to open.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "name": {"type": "string", "description": "a configured proxy, or the name for a new one (letters, digits, `_`, `-`)"},
-                    "target": {"type": "string", "description": "for a new proxy: the dev server's http:// URL"},
-                    "listen": {"type": "string", "description": "loopback IP:PORT to listen on (default: a free port on 127.0.0.1)"}
+                    "name": {"type": "string", "description": "configured, or new ([A-Za-z0-9_-])"},
+                    "target": {"type": "string", "description": "e.g. http://127.0.0.1:5173"},
+                    "listen": {"type": "string", "description": "loopback IP:PORT (default: a free port)"}
                 },
                 "required": ["name"]
             },
-            "annotations": {"destructiveHint": false, "openWorldHint": true},
+            "annotations": {"destructiveHint": false},
         }),
         Builtin::ProxyStop => json!({
-            "description": "Corral: stop a dev proxy (its URL stops answering; the dev server \
-                is not touched).",
+            "description": "Corral: stop a dev proxy (the dev server is left running).",
             "inputSchema": {
                 "type": "object",
                 "properties": {"name": name},
@@ -70,20 +64,15 @@ pub fn definition(b: Builtin) -> Value {
             "annotations": {"destructiveHint": true, "idempotentHint": true},
         }),
         Builtin::ProxyLog => json!({
-            "description": "Corral: what went through a dev proxy, newest last: the errors the \
-                pages reported from the browser (JavaScript errors with their source-mapped \
-                file:line:column, unhandled rejections, console.error, failed fetch/XHR) and \
-                the requests (method, path, status, time, size; a failed one with the error \
-                message its body carried). `errors`: only failed requests (status ≥ 400 or \
-                no answer); `path`: only requests whose path contains this text; `last`: \
-                how many of each (default 30).",
+            "description": "Corral: a dev proxy's requests and its pages' errors (source-mapped \
+                JavaScript errors, rejections, console.error, failed fetches), newest last.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
                     "name": name,
                     "errors": {"type": "boolean", "description": "only failed requests"},
-                    "path": {"type": "string", "description": "only requests whose path contains this"},
-                    "last": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "the newest N requests and browser errors (default 30)"}
+                    "path": {"type": "string", "description": "only paths containing this"},
+                    "last": {"type": "integer", "minimum": 1, "maximum": 1000, "description": "default 30"}
                 },
                 "required": ["name"]
             },

@@ -18,36 +18,33 @@ const LOG_WINDOW: u64 = 4 * 1024 * 1024;
 
 /// The tool object of server tool `b` for `tools/list` (without its name).
 pub fn definition(b: Builtin) -> Value {
+    let server = json!({"type": "string"});
     match b {
         Builtin::Servers => json!({
-            "description": "Corral: every MCP server behind this endpoint with its state \
-                (ready, starting, backoff, failed, stopped, gave_up, needs_auth), pid, uptime, restarts, \
-                last error and tool count. Start here when a tool fails. The project's dev \
-                processes (dev servers, watchers, test runners) are listed by `{processes}`.",
+            "description": "Corral: the MCP servers behind this endpoint: state, pid, uptime, \
+                restarts, last error, tool count. Dev processes: `{processes}`.",
             "inputSchema": {"type": "object", "properties": {}},
             "annotations": {"readOnlyHint": true},
         }),
         Builtin::ServerLogs => json!({
-            "description": "Corral: the stderr log of one MCP server (tracebacks, warnings), \
-                newest last. `lines` (default 50, max 1000) limits the output; `grep` keeps \
-                only lines containing that text (case-insensitive).",
+            "description": "Corral: an MCP server's stderr, newest last.",
             "inputSchema": {
                 "type": "object",
                 "properties": {
-                    "server": {"type": "string", "description": "the server's name, as Corral's server list shows it"},
-                    "lines": {"type": "integer", "minimum": 1, "maximum": MAX_LINES},
-                    "grep": {"type": "string"}
+                    "server": server,
+                    "lines": {"type": "integer", "minimum": 1, "maximum": MAX_LINES, "description": "default 50"},
+                    "grep": {"type": "string", "description": "only lines containing this (any case)"}
                 },
                 "required": ["server"]
             },
             "annotations": {"readOnlyHint": true},
         }),
         Builtin::RestartServer => json!({
-            "description": "Corral: restart one MCP server (graceful stop, then start) and \
-                wait until it is ready again. Also starts a stopped or given-up server.",
+            "description": "Corral: restart an MCP server (or start a stopped one) and wait \
+                until it is ready.",
             "inputSchema": {
                 "type": "object",
-                "properties": {"server": {"type": "string"}},
+                "properties": {"server": server},
                 "required": ["server"]
             },
             "annotations": {"destructiveHint": false, "idempotentHint": true},
