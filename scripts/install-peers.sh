@@ -17,6 +17,7 @@
 #   - chromium: the headless browser of the dev proxy's end-to-end tests
 #   - nginx-light: the benchmark's reference proxy
 #   - openssl: the remote-server tests make a test CA and certificates with it
+#   - zsh, fish: the shell-completion tests load `corral completions` in each shell
 # Idempotent: each group has its own stamp (or, for system packages, is looked for on
 # PATH), so a second run with the same pinned versions does nothing, and a new group is
 # installed on a machine that has the older ones.
@@ -59,6 +60,8 @@ apt_install() {
 apt_install chromium chromium
 apt_install nginx nginx-light
 apt_install openssl openssl
+apt_install zsh zsh
+apt_install fish fish
 
 stamp="$PEERS/.installed-$EVERYTHING_VERSION-$MCP_PY_VERSION-$CONFORMANCE_VERSION"
 if [ ! -f "$stamp" ]; then

@@ -3,10 +3,20 @@
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// `corral --version`: the package's version and the commit it was built from (build.rs).
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CORRAL_COMMIT"), ")");
+
+/// The agent clients `corral install` knows (`install::clients::CLIENTS`, in this order;
+/// a test keeps the two the same). Listed here so that clap checks the names and the
+/// shell completions offer them.
+pub const CLIENT_NAMES: &[&str] = &[
+    "claude", "vscode", "cursor", "codex", "gemini", "windsurf", "zed",
+];
+
 #[derive(Debug, Parser)]
 #[command(
     name = "corral",
-    version,
+    version = VERSION,
     about = "Runs a project's MCP servers and dev processes, shared by every agent, and says what broke"
 )]
 pub struct Cli {
@@ -56,6 +66,14 @@ Examples:
   corral install cursor --import        move .cursor/mcp.json's servers into corral.toml
   corral install claude --profile dev   the entry runs `corral mcp --profile dev`
   corral uninstall claude               remove the entry again";
+
+const COMPLETIONS_FORMS: &str = "\
+Where each shell finds them:
+  bash   corral completions bash > ~/.local/share/bash-completion/completions/corral
+  zsh    corral completions zsh > ~/.zfunc/_corral   (with fpath+=~/.zfunc before compinit)
+  fish   corral completions fish > ~/.config/fish/completions/corral.fish
+They complete commands, options and fixed values (clients, shells, statuses); names
+from the project (servers, processes, profiles) are not completed.";
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -322,7 +340,11 @@ pub enum Command {
     #[command(after_help = INSTALL_FORMS)]
     Install {
         /// claude, vscode, cursor, codex, gemini, windsurf (user file only), zed.
-        #[arg(value_name = "CLIENT", required_unless_present = "detect")]
+        #[arg(
+            value_name = "CLIENT",
+            required_unless_present = "detect",
+            value_parser = clap::builder::PossibleValuesParser::new(CLIENT_NAMES)
+        )]
         clients: Vec<String>,
         /// Write the client's user-scope file instead of the project's.
         #[arg(long)]
@@ -348,7 +370,11 @@ pub enum Command {
     /// byte for byte from its backup when nothing else changed since install).
     Uninstall {
         /// claude, vscode, cursor, codex, gemini, windsurf, zed.
-        #[arg(value_name = "CLIENT", required = true)]
+        #[arg(
+            value_name = "CLIENT",
+            required = true,
+            value_parser = clap::builder::PossibleValuesParser::new(CLIENT_NAMES)
+        )]
         clients: Vec<String>,
         /// The client's user-scope file instead of the project's.
         #[arg(long)]
@@ -356,6 +382,13 @@ pub enum Command {
         /// Print the diff of each file that would change; write nothing.
         #[arg(long)]
         dry_run: bool,
+    },
+    /// Print a completion script for SHELL to stdout; e.g. for bash
+    /// `corral completions bash > ~/.local/share/bash-completion/completions/corral`.
+    #[command(after_help = COMPLETIONS_FORMS)]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        shell: clap_complete::Shell,
     },
     /// Internal: the detached daemon (`corral up -d` starts it).
     #[command(name = "__daemon", hide = true)]

@@ -3,6 +3,7 @@
 mod auth;
 mod call;
 mod check;
+mod completions;
 mod ctl;
 mod dashboard;
 mod errors;
@@ -173,6 +174,10 @@ pub async fn dispatch(cli: Cli) -> CmdResult {
             user,
             dry_run,
         } => install::uninstall(config, clients, user, dry_run),
+        Command::Completions { shell } => {
+            print!("{}", completions::script(shell));
+            Ok(())
+        }
         Command::Guard | Command::Remote => unreachable!("handled before the runtime starts"),
     }
 }
