@@ -540,6 +540,16 @@ fn import_moves_servers_into_corral_toml_keeping_references() {
         // A second run changes nothing.
         let r = e.ok(&["install", name, "--import"]);
         assert!(r.stdout().contains("already installed"), "{name}: {r:?}");
+        // Uninstall gives the client its own servers back, byte for byte (they stay in
+        // corral.toml too).
+        let r = e.ok(&["uninstall", name]);
+        assert!(r.stdout().contains("restored from"), "{name}: {r:?}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), body, "{name}");
+        assert!(
+            std::fs::read_to_string(e.file("corral.toml"))
+                .unwrap()
+                .contains("[servers.fx]")
+        );
     }
 }
 

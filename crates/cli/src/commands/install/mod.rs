@@ -7,7 +7,9 @@
 //! TOML), and install is a pure function of the file's text and the entry. Before it
 //! changes an existing file, install copies it to `FILE.corral-backup` (the first backup
 //! is kept). Uninstall restores that backup byte for byte when installing the current
-//! entry into the backup gives exactly the current file (nothing else changed since),
+//! entry into the backup — less the servers an `--import` moved out, those of the
+//! backup the current file lacks — gives exactly the current file (nothing else changed
+//! since; the imported servers stay in corral.toml),
 //! and deletes the file (and the empty directories on its way that install makes) when
 //! install created it (no backup, and the file is exactly what install writes into
 //! nothing). Otherwise — the file was edited since — it removes only the entry, and
@@ -200,6 +202,32 @@ pub fn install(config: Option<&Path>, o: Options) -> CmdResult {
     Ok(())
 }
 
+/// Whether `current` is exactly what install (with `--import` or without) makes of
+/// `backup` with `entry`: nothing else changed since, so uninstall may restore `backup`.
+/// The servers an import moved are those of `backup` that `current` lacks.
+fn installed_into(client: &Client, backup: &str, current: &str, entry: &Value) -> bool {
+    let names = |text: &str| -> Option<Vec<String>> {
+        let found = entries(client, text).ok()?;
+        Some(
+            found
+                .into_iter()
+                .map(|(n, _)| n)
+                .filter(|n| n != NAME)
+                .collect(),
+        )
+    };
+    let (Some(before), Some(now)) = (names(backup), names(current)) else {
+        return false;
+    };
+    let moved: Vec<String> = before.into_iter().filter(|n| !now.contains(n)).collect();
+    let base = match moved.is_empty() {
+        true => Some(backup.to_owned()),
+        false => remove(client, backup, &moved).ok(),
+    };
+    base.and_then(|b| set(client, Some(&b), entry).ok())
+        .is_some_and(|t| t == current)
+}
+
 pub fn uninstall(
     config: Option<&Path>,
     names: Vec<String>,
@@ -256,7 +284,7 @@ pub fn uninstall(
         let backup = backup_of(&path);
         let restored = std::fs::read_to_string(&backup)
             .ok()
-            .filter(|b| set(client, Some(b), &existing).ok().as_deref() == Some(current.as_str()));
+            .filter(|b| installed_into(client, b, &current, &existing));
         // A backup that is itself only Corral's entry is a file install created (and a
         // later install changed): it goes too.
         let created_then_changed = restored.as_deref().is_some_and(|b| {
