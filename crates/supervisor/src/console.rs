@@ -2,7 +2,10 @@
 //!
 //! Writes go through a bounded queue to one writer thread. When the terminal (or whatever
 //! our stderr is) cannot keep up, lines are dropped and counted instead of blocking the
-//! drain, because a blocked drain would block the child on its full stderr pipe.
+//! drain, because a blocked drain would block the child on its full stderr pipe. The
+//! queue is bounded in bytes as well as in lines: 4096 lines of up to 8 KiB could hold
+//! 32 MiB (seen as a detached daemon's memory growing by 10 MiB under a stderr flood on
+//! a loaded machine, its `daemon.log` writer scheduled too rarely to keep up).
 //!
 //! Text from servers is untrusted: on a terminal it is passed through
 //! [`escape_for_terminal`] first, here and wherever the CLI prints it.
@@ -10,16 +13,20 @@
 use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 
 const QUEUE: usize = 4096;
+/// The most text queued at once; a line beyond it is dropped (and counted).
+const QUEUE_BYTES: usize = 1024 * 1024;
 
 /// A cloneable handle to the console writer.
 #[derive(Clone, Debug)]
 pub struct Console {
     tx: SyncSender<String>,
     dropped: Arc<AtomicU64>,
+    /// Bytes of text queued and not yet written.
+    queued: Arc<AtomicUsize>,
     color: bool,
 }
 
@@ -34,7 +41,8 @@ impl Console {
     pub fn to_writer(mut out: impl Write + Send + 'static, color: bool) -> Console {
         let (tx, rx) = mpsc::sync_channel::<String>(QUEUE);
         let dropped = Arc::new(AtomicU64::new(0));
-        let lost = dropped.clone();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let (lost, pending) = (dropped.clone(), queued.clone());
         std::thread::Builder::new()
             .name("corral-console".into())
             .spawn(move || {
@@ -45,10 +53,16 @@ impl Console {
                             writeln!(out, "[corral] {n} console lines dropped (output too fast)");
                     }
                     let _ = out.write_all(line.as_bytes());
+                    pending.fetch_sub(line.len(), Ordering::Relaxed);
                 }
             })
             .expect("spawn console thread");
-        Console { tx, dropped, color }
+        Console {
+            tx,
+            dropped,
+            queued,
+            color,
+        }
     }
 
     /// Queues a dimmed `prefix line` (plain when not a terminal). Never blocks. On a
@@ -65,12 +79,20 @@ impl Console {
     }
 
     fn send(&self, text: String) {
+        let len = text.len();
+        if self.queued.fetch_add(len, Ordering::Relaxed) + len > QUEUE_BYTES {
+            self.queued.fetch_sub(len, Ordering::Relaxed);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         match self.tx.try_send(text) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+            Err(e) => {
+                self.queued.fetch_sub(len, Ordering::Relaxed);
+                if let TrySendError::Full(_) = e {
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                }
             }
-            Err(TrySendError::Disconnected(_)) => {}
         }
     }
 }
@@ -137,6 +159,69 @@ mod tests {
             escape_for_terminal("plain line"),
             Cow::Borrowed(_)
         ));
+    }
+
+    /// A writer that blocks until the gate opens, then counts the lines it got.
+    struct Gated {
+        gate: std::sync::mpsc::Receiver<()>,
+        open: bool,
+        lines: std::sync::mpsc::Sender<Vec<u8>>,
+    }
+    impl Write for Gated {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if !self.open {
+                let _ = self.gate.recv();
+                self.open = true;
+            }
+            let _ = self.lines.send(b.to_vec());
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_console_that_cannot_keep_up_queues_at_most_its_byte_budget() {
+        let (open, gate) = std::sync::mpsc::channel();
+        let (lines, got) = std::sync::mpsc::channel();
+        let console = Console::to_writer(
+            Gated {
+                gate,
+                open: false,
+                lines,
+            },
+            false,
+        );
+        // 4000 lines of 8 KiB (≈ 31 MiB) while the writer is stuck: fewer lines than
+        // the queue holds, far more bytes than it may.
+        let line = "x".repeat(8 * 1024);
+        for _ in 0..4000 {
+            console.dim_line("[server:flood] ", &line);
+        }
+        let queued = console.queued.load(Ordering::Relaxed);
+        assert!(queued <= QUEUE_BYTES, "{queued} bytes queued");
+        open.send(()).unwrap();
+        // The queued lines, then (with the next line) the count of those dropped.
+        console.dim_line("[server:flood] ", "after");
+        let mut written = String::new();
+        while !written.ends_with("after\n") {
+            let b = got
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .expect("the queued lines are written once the writer can");
+            written.push_str(&String::from_utf8(b).unwrap());
+        }
+        let kept = written.lines().filter(|l| l.ends_with(&line)).count();
+        assert!(
+            kept > 0 && kept <= QUEUE_BYTES / line.len(),
+            "{kept} lines kept"
+        );
+        let note = written
+            .lines()
+            .find(|l| l.contains("console lines dropped"))
+            .unwrap();
+        let dropped: usize = note.split_whitespace().nth(1).unwrap().parse().unwrap();
+        assert_eq!(kept + dropped, 4000, "{note}");
     }
 
     #[test]
