@@ -13,8 +13,9 @@
 /// still our parent (it may have died between `fork` and `prctl`, when no signal would
 /// come), and if not, the child kills itself.
 ///
-/// **macOS**: there is no parent-death signal, and a kqueue `EVFILT_PROC`/`NOTE_EXIT`
-/// watch does not survive `exec`, so a child alone cannot watch its parent. Only the check
+/// **macOS**: there is no parent-death signal, and a kqueue (for an `EVFILT_PROC`/
+/// `NOTE_EXIT` watch) is not inherited by a child, so a child alone cannot watch its
+/// parent. Only the check
 /// that `parent` is still alive at fork time is done here; the guard's process-group kill
 /// is the mechanism. A child is left behind only if the guard and then Corral are both
 /// killed (README.md, SECURITY.md).
