@@ -18,6 +18,9 @@
 #   - nginx-light: the benchmark's reference proxy
 #   - openssl: the remote-server tests make a test CA and certificates with it
 #   - zsh, fish: the shell-completion tests load `corral completions` in each shell
+#   - clang: compiles ring's C for the macOS targets in scripts/apple-check.sh
+# and rustup's standard libraries for x86_64-apple-darwin and aarch64-apple-darwin (the
+# same script checks and lints the workspace for them).
 # Idempotent: each group has its own stamp (or, for system packages, is looked for on
 # PATH), so a second run with the same pinned versions does nothing, and a new group is
 # installed on a machine that has the older ones.
@@ -62,6 +65,18 @@ apt_install nginx nginx-light
 apt_install openssl openssl
 apt_install zsh zsh
 apt_install fish fish
+apt_install clang clang
+
+# The macOS targets' standard libraries, for scripts/apple-check.sh; rustup skips a
+# target already installed.
+apple_targets="x86_64-apple-darwin aarch64-apple-darwin"
+installed_targets="$(rustup target list --installed)"
+for target in $apple_targets; do
+  if ! grep -qx "$target" <<<"$installed_targets"; then
+    echo "installing the Rust standard library for $target" >&2
+    rustup target add "$target" >&2
+  fi
+done
 
 stamp="$PEERS/.installed-$EVERYTHING_VERSION-$MCP_PY_VERSION-$CONFORMANCE_VERSION"
 if [ ! -f "$stamp" ]; then

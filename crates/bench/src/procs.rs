@@ -106,6 +106,8 @@ impl Proc {
             cmd.pre_exec(|| {
                 libc::setpgid(0, 0);
                 // If the bench dies (or the watchdog ends it), the child gets SIGTERM.
+                // (Linux only; the benchmark's figures are Linux's.)
+                #[cfg(target_os = "linux")]
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
                 Ok(())
             });

@@ -457,6 +457,13 @@ pub fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
+/// A set of CPUs ([`pin_to_one_cpu`]); the benchmark pins only on Linux, whose figures
+/// BENCHMARKS.md reports.
+#[cfg(target_os = "linux")]
+pub type CpuMask = libc::cpu_set_t;
+#[cfg(not(target_os = "linux"))]
+pub type CpuMask = ();
+
 /// Pins this thread and every thread of `pids` and of their descendants to the CPU this
 /// thread is on; returns the mask to restore, `None` if nothing was pinned. Left to the
 /// scheduler, a sequential ping-pong on this 2-vCPU VM settles either on one vCPU (the
@@ -465,7 +472,8 @@ pub fn dir_bytes(dir: &Path) -> u64 {
 /// path lands in depends on what ran before, not on the path: the bridge shares the
 /// daemon with HTTP and mostly landed split while stdio landed on one vCPU, which made
 /// the bridge look 4–5× slower than stdio.
-pub fn pin_to_one_cpu(pids: &[u32]) -> Option<libc::cpu_set_t> {
+#[cfg(target_os = "linux")]
+pub fn pin_to_one_cpu(pids: &[u32]) -> Option<CpuMask> {
     // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills the one we
     // own, sched_getcpu has no preconditions, and CPU_SET gets a CPU the kernel named.
     let (old, one) = unsafe {
@@ -483,7 +491,8 @@ pub fn pin_to_one_cpu(pids: &[u32]) -> Option<libc::cpu_set_t> {
 }
 
 /// Sets the CPUs of this thread and of every thread of `pids` and of their descendants.
-pub fn set_affinity(pids: &[u32], set: &libc::cpu_set_t) {
+#[cfg(target_os = "linux")]
+pub fn set_affinity(pids: &[u32], set: &CpuMask) {
     let mut procs = pids.to_vec();
     for &p in pids {
         procs.extend(descendants_of(p).into_iter().map(|(pid, _)| pid));
@@ -501,6 +510,16 @@ pub fn set_affinity(pids: &[u32], set: &libc::cpu_set_t) {
         }
     }
 }
+
+/// Elsewhere nothing is pinned.
+#[cfg(not(target_os = "linux"))]
+pub fn pin_to_one_cpu(_pids: &[u32]) -> Option<CpuMask> {
+    None
+}
+
+/// Elsewhere nothing is pinned.
+#[cfg(not(target_os = "linux"))]
+pub fn set_affinity(_pids: &[u32], _set: &CpuMask) {}
 
 /// Which of two paths goes first in block or round `n`: they take turns, so drift in the
 /// machine's state hits both alike.

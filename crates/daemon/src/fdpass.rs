@@ -40,6 +40,19 @@ pub fn send_fds(sock: &impl AsRawFd, fds: &[RawFd]) -> io::Result<()> {
     Ok(())
 }
 
+/// How a received descriptor is kept from leaking into the children we spawn.
+///
+/// **Linux**: `MSG_CMSG_CLOEXEC`: the kernel installs the descriptors close-on-exec, so no
+/// fork can ever see one without it.
+///
+/// **macOS**: there is no such flag; [`recv_fds`] sets `FD_CLOEXEC` on each descriptor
+/// right after `recvmsg`. A server spawned by another thread in that window (between two
+/// system calls) could inherit the agent's pipe; it is not otherwise reachable by it.
+#[cfg(target_os = "linux")]
+const RECV_FLAGS: libc::c_int = libc::MSG_CMSG_CLOEXEC;
+#[cfg(not(target_os = "linux"))]
+const RECV_FLAGS: libc::c_int = 0;
+
 /// Receives up to `max` descriptors sent with [`send_fds`] from `sock`. The socket may be
 /// non-blocking: `WouldBlock` means "not yet".
 pub fn recv_fds(sock: &impl AsRawFd, max: usize) -> io::Result<Vec<OwnedFd>> {
@@ -58,9 +71,8 @@ pub fn recv_fds(sock: &impl AsRawFd, max: usize) -> io::Result<Vec<OwnedFd>> {
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
     msg.msg_controllen = space as _;
-    // SAFETY: recvmsg writes at most the buffers' sizes; MSG_CMSG_CLOEXEC keeps the
-    // descriptors from leaking into children.
-    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+    // SAFETY: recvmsg writes at most the buffers' sizes.
+    let n = unsafe { libc::recvmsg(sock.as_raw_fd(), &mut msg, RECV_FLAGS) };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
@@ -77,7 +89,10 @@ pub fn recv_fds(sock: &impl AsRawFd, max: usize) -> io::Result<Vec<OwnedFd>> {
                 let count = len / std::mem::size_of::<RawFd>();
                 let data = libc::CMSG_DATA(cmsg) as *const RawFd;
                 for i in 0..count {
-                    fds.push(OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i))));
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    #[cfg(not(target_os = "linux"))]
+                    libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+                    fds.push(fd);
                 }
             }
             cmsg = libc::CMSG_NXTHDR(&msg, cmsg);

@@ -48,6 +48,7 @@ pub mod lines;
 mod listen;
 pub mod output;
 pub mod patience;
+pub mod platform;
 pub mod ports;
 pub mod process;
 pub mod pty;

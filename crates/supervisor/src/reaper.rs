@@ -26,14 +26,7 @@ pub const SCAN_EVERY: Duration = Duration::from_secs(2);
 /// The environment variable naming the server a process was started for.
 pub const SERVER_ENV: &str = "CORRAL_SERVER";
 
-/// Makes this process the reaper of orphaned descendants (`PR_SET_CHILD_SUBREAPER`).
-pub fn become_subreaper() -> std::io::Result<()> {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer argument only.
-    if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
+pub use crate::platform::subreaper::become_subreaper;
 
 /// One escaped process.
 #[derive(Debug, Clone)]

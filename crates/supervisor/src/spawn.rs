@@ -187,7 +187,7 @@ pub(crate) fn command(spec: &SpawnSpec<'_>, unit: &str) -> Result<Command, Spawn
     let parent = std::process::id() as libc::pid_t;
     let nofile = ORIGINAL_NOFILE.load(Ordering::Relaxed);
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe
-    // functions (prctl, getppid, kill, getrlimit, setrlimit).
+    // functions (getrlimit, setrlimit, and those of `die_with_parent`).
     unsafe {
         cmd.pre_exec(move || {
             if nofile > 0 {
@@ -200,14 +200,7 @@ pub(crate) fn command(spec: &SpawnSpec<'_>, unit: &str) -> Result<Command, Spawn
                     libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
                 }
             }
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The parent may have died between fork and prctl; then no signal will come.
-            if libc::getppid() != parent {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
-            Ok(())
+            crate::platform::parent_death::die_with_parent(parent, libc::SIGKILL)
         });
     }
     Ok(cmd)

@@ -190,8 +190,18 @@ fn process_exists(pid: i32) -> bool {
     if unsafe { libc::kill(pid, 0) } != 0 {
         return std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
     }
+    !is_zombie(pid)
+}
+
+/// Whether process `pid` (which `kill(pid, 0)` found) has exited and waits to be reaped.
+///
+/// **Linux**: its state in `/proc/PID/stat` (`Z` or `X`); a process gone meanwhile counts
+/// as exited. **macOS** has no `/proc`: a zombie is not told apart, so `corral down` waits
+/// until the daemon's parent has reaped it.
+#[cfg(target_os = "linux")]
+fn is_zombie(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => !matches!(
+        Ok(stat) => matches!(
             stat.rsplit(')')
                 .next()
                 .unwrap_or("")
@@ -200,8 +210,13 @@ fn process_exists(pid: i32) -> bool {
                 .next(),
             Some('Z' | 'X')
         ),
-        Err(_) => false,
+        Err(_) => true,
     }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn is_zombie(_pid: i32) -> bool {
+    false
 }
 
 /// `corral down`: returns once the daemon's process is gone.

@@ -163,6 +163,8 @@ impl Group {
         // (The signal comes when the spawning *thread* ends: spawn from the test's own
         // task, which runs on the test's thread, not from a spawned task.)
         // SAFETY: prctl is async-signal-safe and touches only the child being set up.
+        // (Linux only: the end-to-end tests run on Linux; elsewhere they only compile.)
+        #[cfg(target_os = "linux")]
         unsafe {
             cmd.pre_exec(|| {
                 if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {

@@ -206,10 +206,8 @@ impl Harness {
 /// whose parent died is re-parented here and [`live_children`] sees it. (Each test runs
 /// in its own process under nextest.)
 pub fn become_subreaper() {
-    // SAFETY: prctl with integer arguments.
-    unsafe {
-        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1);
-    }
+    // Linux's PR_SET_CHILD_SUBREAPER; elsewhere unsupported (and these tests are Linux's).
+    let _ = corral_supervisor::platform::subreaper::become_subreaper();
 }
 
 /// Live (non-zombie) processes whose parent is this process.

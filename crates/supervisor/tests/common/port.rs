@@ -16,12 +16,18 @@ pub struct ReservedPort {
     pub port: u16,
 }
 
+/// Close-on-exec at creation where the OS has it (Linux); these tests run on Linux.
+#[cfg(target_os = "linux")]
+const SOCK_CLOEXEC: libc::c_int = libc::SOCK_CLOEXEC;
+#[cfg(not(target_os = "linux"))]
+const SOCK_CLOEXEC: libc::c_int = 0;
+
 /// Reserves a free loopback port (see the module docs). A program binds it with
 /// `setsockopt(SOL_SOCKET, SO_REUSEPORT, 1)` before `bind`.
 pub fn reserve_port() -> ReservedPort {
     // SAFETY: plain socket calls on a descriptor we own; every result is checked.
     unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | SOCK_CLOEXEC, 0);
         assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
         let socket = OwnedFd::from_raw_fd(fd);
         let one: libc::c_int = 1;
