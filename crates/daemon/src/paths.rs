@@ -57,14 +57,47 @@ impl Paths {
     }
 }
 
-/// `$XDG_RUNTIME_DIR/corral`, else `/tmp/corral-<uid>`: short enough for a socket path
-/// (108 bytes), private to the user.
+/// Where the control sockets live: private to the user, and short enough that a socket
+/// path (`DIR/` + 16 hex digits + `.sock`) fits `sun_path`.
+///
+/// **Linux**: `$XDG_RUNTIME_DIR/corral` (the login session's private tmpfs), else
+/// `$TMPDIR/corral-UID` (`std::env::temp_dir`: usually `/tmp`).
+///
+/// **macOS**: no `XDG_RUNTIME_DIR` as a rule; `$TMPDIR` is launchd's per-user private
+/// directory (`/var/folders/…/T/`), so `$TMPDIR/corral-UID`.
+///
+/// On both, a directory whose socket paths would not fit (a long `$TMPDIR` or
+/// `$XDG_RUNTIME_DIR`) gives way to `/tmp/corral-UID`; [`private_dir`] then insists
+/// that it is ours and 0700.
 fn runtime_dir() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) if !d.is_empty() => PathBuf::from(d).join("corral"),
-        // SAFETY: getuid has no preconditions.
-        _ => std::env::temp_dir().join(format!("corral-{}", unsafe { libc::getuid() })),
-    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    runtime_dir_from(
+        std::env::var_os("XDG_RUNTIME_DIR"),
+        std::env::temp_dir(),
+        uid,
+    )
+}
+
+/// The longest socket path: `sun_path` less its NUL (108 bytes on Linux, 104 on macOS).
+#[cfg(target_os = "linux")]
+const SOCKET_PATH_MAX: usize = 107;
+#[cfg(not(target_os = "linux"))]
+const SOCKET_PATH_MAX: usize = 103;
+
+/// [`runtime_dir`] given `$XDG_RUNTIME_DIR`, the temporary directory and the user.
+fn runtime_dir_from(xdg: Option<std::ffi::OsString>, tmp: PathBuf, uid: libc::uid_t) -> PathBuf {
+    let fits = |d: &Path| d.as_os_str().len() + "/0123456789abcdef.sock".len() <= SOCKET_PATH_MAX;
+    let candidates = [
+        xdg.filter(|d| !d.is_empty())
+            .map(|d| PathBuf::from(d).join("corral")),
+        Some(tmp.join(format!("corral-{uid}"))),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|d| fits(d))
+        .unwrap_or_else(|| PathBuf::from(format!("/tmp/corral-{uid}")))
 }
 
 /// Makes `dir` (mode 0700) or checks that the existing one is ours and private.
@@ -105,5 +138,44 @@ mod tests {
         assert_ne!(a.socket, c.socket);
         assert!(a.socket.as_os_str().len() < 100);
         assert_eq!(a.pid, Path::new("/p/.corral/daemon.pid"));
+    }
+
+    #[test]
+    fn the_runtime_dir_is_xdg_then_tmpdir_then_tmp_and_always_fits_a_socket_path() {
+        let tmp = |s: &str| PathBuf::from(s);
+        // Linux with a login session; without one.
+        assert_eq!(
+            runtime_dir_from(Some("/run/user/1000".into()), tmp("/tmp"), 1000),
+            Path::new("/run/user/1000/corral")
+        );
+        assert_eq!(
+            runtime_dir_from(None, tmp("/tmp"), 1000),
+            Path::new("/tmp/corral-1000")
+        );
+        assert_eq!(
+            runtime_dir_from(Some("".into()), tmp("/tmp"), 1000),
+            Path::new("/tmp/corral-1000")
+        );
+        // macOS: launchd's per-user TMPDIR.
+        let darwin = "/var/folders/zz/zyxvpxvq6csfxvn_n0000000000000/T/";
+        assert_eq!(
+            runtime_dir_from(None, tmp(darwin), 501),
+            Path::new(darwin).join("corral-501")
+        );
+        // Too long for a socket path: the next candidate, at last /tmp.
+        let long = format!("/{}", "d".repeat(120));
+        assert_eq!(
+            runtime_dir_from(Some(long.clone().into()), tmp("/tmp"), 7),
+            Path::new("/tmp/corral-7")
+        );
+        assert_eq!(
+            runtime_dir_from(None, tmp(&long), 7),
+            Path::new("/tmp/corral-7")
+        );
+        for dir in [darwin, "/tmp", long.as_str()] {
+            let d = runtime_dir_from(None, tmp(dir), 4_294_967_294);
+            let socket = d.join("0123456789abcdef.sock");
+            assert!(socket.as_os_str().len() <= SOCKET_PATH_MAX, "{socket:?}");
+        }
     }
 }

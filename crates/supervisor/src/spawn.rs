@@ -16,7 +16,8 @@ use tokio::process::{Child, Command};
 /// raised it (0: not raised). Children get it back.
 static ORIGINAL_NOFILE: AtomicU64 = AtomicU64::new(0);
 
-/// Raises this process's soft `RLIMIT_NOFILE` to the hard limit: a daemon holding three
+/// Raises this process's soft `RLIMIT_NOFILE` as far as it may go (the hard limit; on
+/// macOS at most its per-process cap: [`crate::platform::nofile`]): a daemon holding three
 /// pipes per child, every agent's pipes and every HTTP connection must not fail at the
 /// common soft limit of 1024. Children are started with the original soft limit, since
 /// some programs misbehave above 1024 (`select`). Returns (before, after).
@@ -31,8 +32,8 @@ pub fn raise_nofile_limit() -> std::io::Result<(u64, u64)> {
             return Err(std::io::Error::last_os_error());
         }
         let before = lim.rlim_cur;
-        if lim.rlim_cur < lim.rlim_max {
-            lim.rlim_cur = lim.rlim_max;
+        if let Some(to) = crate::platform::nofile::raise_target(lim.rlim_cur, lim.rlim_max) {
+            lim.rlim_cur = to;
             if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
                 return Err(std::io::Error::last_os_error());
             }

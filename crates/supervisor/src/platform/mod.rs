@@ -5,5 +5,6 @@
 //! ARCHITECTURE.md has the table of promises × Linux mechanism × macOS mechanism × where
 //! each is tested; README.md and SECURITY.md say where macOS promises less.
 
+pub mod nofile;
 pub mod parent_death;
 pub mod subreaper;
