@@ -1,5 +1,11 @@
 //! Advisory file locks (`flock`): released by the kernel when the holder dies, so they
 //! never go stale the way a pid file does.
+//!
+//! **Linux** and **macOS** alike: `flock(2)` locks the open file description, is kept
+//! across `fork` by the child's copy of the descriptor (every descriptor of the daemon
+//! is close-on-exec, so no server holds it), and is released when the last descriptor
+//! of it closes, however the holder died. Neither OS's `flock` reaches across NFS
+//! reliably; the runtime directory is local (`paths.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io;

@@ -8,6 +8,11 @@
 //! that is not in the table is on another host (a proxy listening beyond loopback).
 //! Reading the table costs a fraction of a millisecond, so callers ask only for the
 //! requests that need it.
+//!
+//! **Linux**: `/proc/net/tcp` and `/proc/net/tcp6`, readable by every user.
+//! **macOS**: no `/proc`, and no public call names a TCP socket's owner (it is in the
+//! private structures of `sysctl net.inet.tcp.pcblist_n`): every peer is
+//! [`PeerUser::Unknown`], as one from another host (SECURITY.md, "On macOS").
 
 use std::net::{IpAddr, SocketAddr};
 

@@ -163,7 +163,7 @@ impl SupervisorOptions {
                 "no guard process: servers' own children may outlive a killed corral".into(),
             ),
         }
-        match reaper::become_subreaper() {
+        match platform::escape::prepare() {
             Ok(()) => {
                 self.reaper = Some(reaper::Reaper::start(self.guard.clone(), self.bus.clone()))
             }

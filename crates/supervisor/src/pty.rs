@@ -38,6 +38,15 @@
 //! When the last holder of the terminal's child side (the process and whatever it
 //! started) closes it, Linux fails reads on the master with `EIO` rather than returning
 //! end of file: [`PtyOutput`] reports that as end of file.
+//!
+//! # Platforms
+//!
+//! The terminal is the OS's own on both, opened by `pty_process` through rustix
+//! (`posix_openpt`, `grantpt`, `unlockpt`, `ptsname`), the child's session and
+//! controlling terminal set by `setsid` and `TIOCSCTTY` after the pre-exec setup. **Linux**
+//! ends a read on the master with `EIO` once no one holds the child side; **macOS** ends
+//! it with `EIO` or with end of file: [`PtyOutput`] takes either as the end. What differs
+//! is only the child side of `spawn::command` (parent death: [`crate::platform`]).
 
 use crate::spawn::{self, SpawnError, SpawnSpec};
 use std::pin::Pin;
@@ -250,13 +259,8 @@ mod tests {
     }
 
     fn alive(pid: i32) -> bool {
-        // A zombie is as good as dead: read its state.
-        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-            Ok(stat) => !stat
-                .rsplit_once(')')
-                .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
-            Err(_) => false,
-        }
+        // A zombie is as good as dead.
+        crate::platform::procs::info(pid as u32).is_some_and(|p| !p.zombie)
     }
 
     #[tokio::test]

@@ -185,6 +185,9 @@ pub(crate) fn command(spec: &SpawnSpec<'_>, unit: &str) -> Result<Command, Spawn
         .env(crate::reaper::SERVER_ENV, unit)
         .current_dir(spec.cwd)
         .kill_on_drop(true);
+    if let Some((name, value)) = crate::platform::escape::marker() {
+        cmd.env(name, value);
+    }
     let parent = std::process::id() as libc::pid_t;
     let nofile = ORIGINAL_NOFILE.load(Ordering::Relaxed);
     // SAFETY: the closure runs between fork and exec and only calls async-signal-safe

@@ -193,30 +193,14 @@ fn process_exists(pid: i32) -> bool {
     !is_zombie(pid)
 }
 
-/// Whether process `pid` (which `kill(pid, 0)` found) has exited and waits to be reaped.
-///
-/// **Linux**: its state in `/proc/PID/stat` (`Z` or `X`); a process gone meanwhile counts
-/// as exited. **macOS** has no `/proc`: a zombie is not told apart, so `corral down` waits
-/// until the daemon's parent has reaped it.
-#[cfg(target_os = "linux")]
+/// Whether process `pid` (which `kill(pid, 0)` found) has exited and waits to be reaped:
+/// its state as the process table says ([`corral_supervisor::platform::procs`]: Linux's
+/// `/proc/PID/stat`, macOS's libproc); a process gone meanwhile counts as exited.
 fn is_zombie(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => matches!(
-            stat.rsplit(')')
-                .next()
-                .unwrap_or("")
-                .trim_start()
-                .chars()
-                .next(),
-            Some('Z' | 'X')
-        ),
-        Err(_) => true,
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn is_zombie(_pid: i32) -> bool {
-    false
+    u32::try_from(pid)
+        .ok()
+        .and_then(corral_supervisor::platform::procs::info)
+        .is_none_or(|p| p.zombie)
 }
 
 /// `corral down`: returns once the daemon's process is gone.

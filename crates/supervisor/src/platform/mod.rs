@@ -5,6 +5,8 @@
 //! ARCHITECTURE.md has the table of promises × Linux mechanism × macOS mechanism × where
 //! each is tested; README.md and SECURITY.md say where macOS promises less.
 
+pub mod escape;
 pub mod nofile;
 pub mod parent_death;
-pub mod subreaper;
+pub mod port_owner;
+pub mod procs;

@@ -207,7 +207,7 @@ impl Harness {
 /// in its own process under nextest.)
 pub fn become_subreaper() {
     // Linux's PR_SET_CHILD_SUBREAPER; elsewhere unsupported (and these tests are Linux's).
-    let _ = corral_supervisor::platform::subreaper::become_subreaper();
+    let _ = corral_supervisor::platform::escape::become_subreaper();
 }
 
 /// Live (non-zombie) processes whose parent is this process.
