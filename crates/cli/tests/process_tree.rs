@@ -34,6 +34,42 @@ fn sigkill_of_corral_kills_its_servers_and_their_children() {
     wait_until("guard gone", || guard_pids(&p).is_empty());
 }
 
+#[test]
+fn a_killed_guard_is_replaced_and_the_new_one_still_kills_everything() {
+    let p = Project::new(
+        "[servers.a]\ncommand = \"{fixture}\"\nargs = [\"--pid-file\", \"a.pid\", \"--grandchild\"]\n",
+    );
+    let (mut child, mut lines) = p.follow_events();
+    loop {
+        let line = lines.next().expect("event stream open").unwrap();
+        if line.contains("\"server.ready\"") {
+            break;
+        }
+    }
+    let pids = [
+        read_pid(&p.dir.join("a.pid")),
+        read_pid(&p.dir.join("a.pid.grandchild")),
+    ];
+    wait_until("one guard", || guard_pids(&p).len() == 1);
+    let first = guard_pids(&p)[0];
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(first as i32, libc::SIGKILL);
+    }
+    wait_until("another guard", || {
+        let now = guard_pids(&p);
+        now.len() == 1 && now[0] != first
+    });
+    assert!(pids.iter().all(|&pid| alive(pid)), "the servers live on");
+    // Then Corral is killed too: the new guard knows the server's group.
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for pid in pids {
+        wait_until(&format!("process {pid} to die with corral"), || !alive(pid));
+    }
+    wait_until("guard gone", || guard_pids(&p).is_empty());
+}
+
 /// Live `corral __guard` processes started from this project's directory.
 fn guard_pids(p: &Project) -> Vec<u32> {
     let mut out = Vec::new();

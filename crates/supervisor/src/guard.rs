@@ -9,56 +9,117 @@
 //! the kernel closes our end, the guard reads EOF, sends SIGKILL to every group still
 //! registered, and exits. It ignores SIGINT/SIGTERM/SIGHUP and sits in its own process
 //! group, so a Ctrl-C at the terminal cannot remove it before we are done.
+//!
+//! A guard that is killed anyway (a `kill -9` of the wrong pid, an OOM kill) is started
+//! again by [`Guard::revive`], which the [reaper](crate::reaper) calls on every SIGCHLD
+//! (the guard is our child) and every scan, and is given every group still registered:
+//! so a guard killed first and Corral killed after still leaves nothing behind. This
+//! matters most on macOS, where the guard is the only mechanism (no `PR_SET_PDEATHSIG`).
 
 use std::collections::BTreeSet;
 use std::io::{self, BufRead, Write};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Mutex;
 
 /// Our handle on the guard process.
 #[derive(Debug)]
 pub struct Guard {
-    stdin: Mutex<Option<ChildStdin>>,
-    child: Mutex<Child>,
+    program: PathBuf,
+    args: Vec<String>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    stdin: Option<ChildStdin>,
+    child: Child,
+    /// The groups registered, to give a guard started again.
+    groups: BTreeSet<u32>,
 }
 
 impl Guard {
     /// Starts `program args…`, which must call [`run_guard`].
     pub fn spawn(program: &Path, args: &[&str]) -> io::Result<Guard> {
-        let _spawning = crate::spawn::SPAWNING.lock().unwrap();
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .process_group(0)
-            .spawn()?;
-        crate::spawn::note_spawned(child.id());
-        let stdin = child.stdin.take().expect("stdin piped");
+        let (child, stdin) = start(program, args)?;
         Ok(Guard {
-            stdin: Mutex::new(Some(stdin)),
-            child: Mutex::new(child),
+            program: program.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            state: Mutex::new(State {
+                stdin: Some(stdin),
+                child,
+                groups: BTreeSet::new(),
+            }),
         })
+    }
+
+    /// The guard process's pid now.
+    pub fn pid(&self) -> u32 {
+        self.state.lock().unwrap().child.id()
     }
 
     /// From now on, group `pgid` is killed if we die.
     pub fn register(&self, pgid: u32) {
-        self.send(b'+', pgid);
+        let mut state = self.state.lock().unwrap();
+        state.groups.insert(pgid);
+        send(&mut state, b'+', pgid);
     }
 
     /// Group `pgid` is gone (reaped and killed); forget it.
     pub fn unregister(&self, pgid: u32) {
-        self.send(b'-', pgid);
+        let mut state = self.state.lock().unwrap();
+        state.groups.remove(&pgid);
+        send(&mut state, b'-', pgid);
     }
 
-    fn send(&self, op: u8, pgid: u32) {
-        // A line is far below PIPE_BUF, so the write is atomic and cannot block for long.
-        let line = format!("{}{pgid}\n", op as char);
-        if let Some(stdin) = self.stdin.lock().unwrap().as_mut() {
-            let _ = stdin.write_all(line.as_bytes());
+    /// When the guard process has died, reaps it, starts another and registers every
+    /// group with it. `None` when it is alive; else the new guard's pid, or why none
+    /// could be started (once: from then on there is no guard, and `None`).
+    pub fn revive(&self) -> Option<io::Result<u32>> {
+        let mut state = self.state.lock().unwrap();
+        if state.stdin.is_none() || !matches!(state.child.try_wait(), Ok(Some(_))) {
+            return None;
         }
+        crate::spawn::forget_spawned(state.child.id());
+        let args: Vec<&str> = self.args.iter().map(String::as_str).collect();
+        let (child, stdin) = match start(&self.program, &args) {
+            Ok(started) => started,
+            Err(e) => {
+                state.stdin = None;
+                return Some(Err(e));
+            }
+        };
+        state.child = child;
+        state.stdin = Some(stdin);
+        let groups: Vec<u32> = state.groups.iter().copied().collect();
+        for pgid in groups {
+            send(&mut state, b'+', pgid);
+        }
+        Some(Ok(state.child.id()))
+    }
+}
+
+/// Spawns a guard process, noted as our own child.
+fn start(program: &Path, args: &[&str]) -> io::Result<(Child, ChildStdin)> {
+    let _spawning = crate::spawn::SPAWNING.lock().unwrap();
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .process_group(0)
+        .spawn()?;
+    crate::spawn::note_spawned(child.id());
+    let stdin = child.stdin.take().expect("stdin piped");
+    Ok((child, stdin))
+}
+
+fn send(state: &mut State, op: u8, pgid: u32) {
+    // A line is far below PIPE_BUF, so the write is atomic and cannot block for long.
+    let line = format!("{}{pgid}\n", op as char);
+    if let Some(stdin) = state.stdin.as_mut() {
+        let _ = stdin.write_all(line.as_bytes());
     }
 }
 
@@ -66,8 +127,9 @@ impl Drop for Guard {
     fn drop(&mut self) {
         // Closing the pipe is the guard's signal to exit (after killing what is still
         // registered: nothing, after an orderly shutdown). Reap it so it is no zombie.
-        drop(self.stdin.lock().unwrap().take());
-        let _ = self.child.lock().unwrap().wait();
+        let mut state = self.state.lock().unwrap();
+        drop(state.stdin.take());
+        let _ = state.child.wait();
     }
 }
 

@@ -67,6 +67,7 @@ impl Reaper {
                     Some(()) = async { chld.as_mut()?.recv().await } => {}
                 }
                 let Some(reaper) = weak.upgrade() else { return };
+                reaper.revive_guard();
                 reaper.scan();
             }
         });
@@ -92,6 +93,21 @@ impl Reaper {
         let escaped = self.escaped.lock().unwrap();
         for e in escaped.values().filter(|e| which(e)) {
             crate::spawn::signal_group(e.pgid, libc::SIGKILL);
+        }
+    }
+
+    /// Starts the guard again when it died (see [`Guard::revive`]); when it cannot, says
+    /// why on the bus, once.
+    fn revive_guard(&self) {
+        if let Some(Err(e)) = self.guard.as_ref().and_then(|g| g.revive()) {
+            self.bus.emit(
+                corral_events::Event::new(Kind::DaemonContainmentFailed, Source::Corral).with(
+                    "reason",
+                    format!(
+                        "the guard process died and cannot be started again ({e}): servers' own children may outlive a killed corral"
+                    ),
+                ),
+            );
         }
     }
 
