@@ -6,13 +6,6 @@ use std::path::PathBuf;
 /// `corral --version`: the package's version and the commit it was built from (build.rs).
 pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("CORRAL_COMMIT"), ")");
 
-/// The agent clients `corral install` knows (`install::clients::CLIENTS`, in this order;
-/// a test keeps the two the same). Listed here so that clap checks the names and the
-/// shell completions offer them.
-pub const CLIENT_NAMES: &[&str] = &[
-    "claude", "vscode", "cursor", "codex", "gemini", "windsurf", "zed",
-];
-
 #[derive(Debug, Parser)]
 #[command(
     name = "corral",
@@ -343,7 +336,7 @@ pub enum Command {
         #[arg(
             value_name = "CLIENT",
             required_unless_present = "detect",
-            value_parser = clap::builder::PossibleValuesParser::new(CLIENT_NAMES)
+            value_parser = clap::builder::PossibleValuesParser::new(crate::commands::client_names())
         )]
         clients: Vec<String>,
         /// Write the client's user-scope file instead of the project's.
@@ -373,7 +366,7 @@ pub enum Command {
         #[arg(
             value_name = "CLIENT",
             required = true,
-            value_parser = clap::builder::PossibleValuesParser::new(CLIENT_NAMES)
+            value_parser = clap::builder::PossibleValuesParser::new(crate::commands::client_names())
         )]
         clients: Vec<String>,
         /// The client's user-scope file instead of the project's.

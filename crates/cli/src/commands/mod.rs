@@ -18,6 +18,7 @@ mod up;
 
 use crate::CmdResult;
 use crate::args::{Cli, Command};
+pub(crate) use install::client_names;
 
 /// Runs the parsed command.
 pub async fn dispatch(cli: Cli) -> CmdResult {

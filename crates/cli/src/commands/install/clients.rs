@@ -273,12 +273,3 @@ pub fn file(client: &Client, project: Option<&Path>, dirs: &Dirs) -> PathBuf {
         _ => (client.user)(dirs),
     }
 }
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_command_line_knows_every_client_by_its_name() {
-        let names: Vec<&str> = super::CLIENTS.iter().map(|c| c.name).collect();
-        assert_eq!(names, crate::args::CLIENT_NAMES);
-    }
-}

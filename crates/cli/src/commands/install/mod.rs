@@ -28,6 +28,12 @@ mod json;
 mod toml;
 
 use crate::{CmdResult, Failure};
+
+/// The names of the clients `corral install` knows, in [`clients::CLIENTS`]' order: clap
+/// checks the command line against them and the shell completions offer them.
+pub(crate) fn client_names() -> impl Iterator<Item = &'static str> {
+    clients::CLIENTS.iter().map(|c| c.name)
+}
 use clients::{CLIENTS, Client, Dirs, Syntax};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
