@@ -17,8 +17,9 @@
 /// `NOTE_EXIT` watch) is not inherited by a child, so a child alone cannot watch its
 /// parent. Only the check
 /// that `parent` is still alive at fork time is done here; the guard's process-group kill
-/// is the mechanism. A child is left behind only if the guard and then Corral are both
-/// killed (README.md, SECURITY.md).
+/// is the mechanism, and a guard that dies is started again (`Guard::revive`). A child is
+/// left behind only if Corral is killed between the guard's death and its replacement
+/// (README.md, SECURITY.md).
 ///
 /// # Safety
 /// Call only between `fork` and `exec` (a `pre_exec` closure): it calls only
