@@ -54,11 +54,6 @@ impl Guard {
         })
     }
 
-    /// The guard process's pid now.
-    pub fn pid(&self) -> u32 {
-        self.state.lock().unwrap().child.id()
-    }
-
     /// From now on, group `pgid` is killed if we die.
     pub fn register(&self, pgid: u32) {
         let mut state = self.state.lock().unwrap();
